@@ -1,0 +1,208 @@
+"""Dataset schema: the public metadata that sound-mode DP relies on.
+
+Bounds, category lists and histogram bins must be public facts (an age range,
+PI-RADS 1–5), never computed from the data. A value proposed from the data is
+kept but flagged ``derived_from_data`` until the data owner confirms it.
+This module is pure: reading and writing schema files lives in ``services/``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, replace
+from enum import StrEnum
+from typing import Any
+
+import numpy as np
+
+from dp_engine.errors import SchemaError
+
+Category = str | int | float | bool
+
+
+class ColumnKind(StrEnum):
+    """What a column holds; decides which statistics and distances apply."""
+
+    NUMERIC = "numeric"
+    ORDINAL = "ordinal"
+    CATEGORICAL = "categorical"
+    BOOLEAN = "boolean"
+    DATE = "date"
+    IDENTIFIER = "identifier"
+    FREE_TEXT = "free_text"
+
+
+class ColumnRole(StrEnum):
+    """Disclosure role of a column (anonymization vocabulary)."""
+
+    DIRECT_IDENTIFIER = "direct_identifier"
+    QUASI_IDENTIFIER = "quasi_identifier"
+    SENSITIVE = "sensitive"
+    OTHER = "other"
+
+
+QUERYABLE_KINDS = frozenset(
+    {ColumnKind.NUMERIC, ColumnKind.ORDINAL, ColumnKind.CATEGORICAL, ColumnKind.BOOLEAN}
+)
+NUMERIC_KINDS = frozenset({ColumnKind.NUMERIC, ColumnKind.ORDINAL})
+
+
+@dataclass(frozen=True)
+class ColumnSpec:
+    """Public metadata of one column.
+
+    numeric: ``lower``/``upper`` (clamping bounds) and ``bin_width`` (histograms).
+    ordinal: ``categories`` in order (e.g. PI-RADS 1..5); ``lower``/``upper`` may
+    also be set so the column can be averaged. categorical / boolean: ``categories``.
+    ``derived_from_data`` flags any bound or category list proposed from the data.
+    """
+
+    name: str
+    kind: ColumnKind
+    role: ColumnRole = ColumnRole.OTHER
+    label: str = ""
+    unit: str = ""
+    lower: float | None = None
+    upper: float | None = None
+    bin_width: float | None = None
+    categories: tuple[Category, ...] | None = None
+    derived_from_data: bool = False
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", ColumnKind(self.kind))
+        object.__setattr__(self, "role", ColumnRole(self.role))
+        if self.categories is not None:
+            object.__setattr__(self, "categories", tuple(self.categories))
+        if not self.label:
+            object.__setattr__(self, "label", self.name)
+
+    @property
+    def display(self) -> str:
+        """Axis label with unit, e.g. ``Age (years)``."""
+        return f"{self.label} ({self.unit})" if self.unit else self.label
+
+    @property
+    def queryable(self) -> bool:
+        """True when a non-owner may ask DP statistics about this column."""
+        return self.kind in QUERYABLE_KINDS and self.role is not ColumnRole.DIRECT_IDENTIFIER
+
+    @property
+    def has_bounds(self) -> bool:
+        return self.lower is not None and self.upper is not None
+
+    def bounds(self) -> tuple[float, float]:
+        """Public clamping bounds; SchemaError when missing or invalid."""
+        if not self.has_bounds:
+            raise SchemaError(
+                f"Column '{self.label}' has no public lower/upper bounds; "
+                "set them in the dataset schema before asking for a mean, median or variance."
+            )
+        lo, hi = float(self.lower), float(self.upper)  # type: ignore[arg-type]
+        if not (math.isfinite(lo) and math.isfinite(hi)) or lo >= hi:
+            raise SchemaError(
+                f"Column '{self.label}' has invalid bounds [{self.lower}, {self.upper}]: "
+                "the lower bound must be a finite number below the upper bound."
+            )
+        return lo, hi
+
+    def bin_edges(self) -> np.ndarray:
+        """Histogram bin edges from the public bounds and bin width."""
+        lo, hi = self.bounds()
+        width = self.bin_width if self.bin_width else (hi - lo) / 10.0
+        if not (math.isfinite(width) and width > 0):
+            raise SchemaError(f"Column '{self.label}' has an invalid bin width {self.bin_width}.")
+        n_bins = max(1, math.ceil((hi - lo) / width - 1e-9))
+        return lo + width * np.arange(n_bins + 1, dtype=float)
+
+    def category_list(self) -> tuple[Category, ...]:
+        """Public categories; SchemaError when the column has none."""
+        if not self.categories:
+            raise SchemaError(
+                f"Column '{self.label}' has no public category list; "
+                "add one to the dataset schema to group or count by it."
+            )
+        return self.categories
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["kind"] = self.kind.value
+        d["role"] = self.role.value
+        d["categories"] = list(self.categories) if self.categories is not None else None
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ColumnSpec:
+        try:
+            known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
+            return cls(**known)
+        except (TypeError, ValueError) as exc:
+            raise SchemaError(f"Invalid column description {d.get('name', '?')!r}: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class Schema:
+    """All public metadata of one dataset; ``confirmed`` once the owner approved it."""
+
+    dataset: str
+    columns: tuple[ColumnSpec, ...]
+    confirmed: bool = False
+    title: str = ""
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "columns", tuple(self.columns))
+        names = [c.name for c in self.columns]
+        if len(set(names)) != len(names):
+            raise SchemaError("The schema names a column twice; column names must be unique.")
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    def column(self, name: str) -> ColumnSpec:
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise SchemaError(f"The dataset has no column named '{name}'.")
+
+    def __contains__(self, name: object) -> bool:
+        return any(c.name == name for c in self.columns)
+
+    def queryable_columns(self) -> list[ColumnSpec]:
+        return [c for c in self.columns if c.queryable]
+
+    def flagged_columns(self) -> list[ColumnSpec]:
+        """Columns with metadata derived from the data (not private until confirmed)."""
+        return [c for c in self.columns if c.derived_from_data]
+
+    def with_column(self, spec: ColumnSpec) -> Schema:
+        """A copy with one column's metadata replaced (the owner's edit)."""
+        cols = tuple(spec if c.name == spec.name else c for c in self.columns)
+        return replace(self, columns=cols)
+
+    def confirm(self) -> Schema:
+        """The owner's approval: every column's metadata becomes public metadata."""
+        cols = tuple(replace(c, derived_from_data=False) for c in self.columns)
+        return replace(self, columns=cols, confirmed=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dataset": self.dataset,
+            "title": self.title,
+            "confirmed": self.confirmed,
+            "notes": list(self.notes),
+            "columns": [c.to_dict() for c in self.columns],
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Schema:
+        if not isinstance(d, dict) or "columns" not in d:
+            raise SchemaError("A schema needs a 'columns' list.")
+        return cls(
+            dataset=str(d.get("dataset", "")),
+            columns=tuple(ColumnSpec.from_dict(c) for c in d["columns"]),
+            confirmed=bool(d.get("confirmed", False)),
+            title=str(d.get("title", "")),
+            notes=tuple(d.get("notes", ())),
+        )

@@ -1,0 +1,57 @@
+"""Every Dash component id, in one place, so layouts and callbacks cannot drift apart."""
+
+from __future__ import annotations
+
+# --- shell (app frame, navigation, session) ---
+URL = "url"
+NAV = "nav"
+PAGE = "page-content"
+SESSION_BADGE = "session-badge"
+TOAST = "toast"
+
+# --- Explore page ---
+EX_DATASET = "explore-dataset"
+EX_ROLE = "explore-role"
+EX_PRESET = "explore-preset"
+EX_VIEW = "explore-view"
+EX_X = "explore-x"
+EX_GROUP = "explore-group"
+EX_MECHANISM = "explore-mechanism"
+EX_COMPARE = "explore-compare"
+EX_GRAPH = "explore-graph"
+EX_GRAPHS = "explore-graphs"
+EX_PANEL = "explore-panel"
+EX_MESSAGE = "explore-message"
+EX_LOADING = "explore-loading"
+EX_BUDGET = "explore-budget"
+
+# --- Data page (datasets and schemas) ---
+DATA_UPLOAD = "data-upload"
+DATA_MESSAGE = "data-message"
+DATA_TABLE = "data-schema-table"
+DATA_CONFIRM = "data-confirm"
+DATA_LIST = "data-list"
+
+# --- Ledger page ---
+LEDGER_TABLE = "ledger-table"
+LEDGER_FILTER_USER = "ledger-filter-user"
+LEDGER_FILTER_DATASET = "ledger-filter-dataset"
+LEDGER_TOTALS = "ledger-totals"
+LEDGER_EXPORT = "ledger-export"
+LEDGER_DOWNLOAD = "ledger-download"
+
+# --- Anonymize page ---
+AN_DATASET = "anon-dataset"
+AN_QIS = "anon-qis"
+AN_SENSITIVE = "anon-sensitive"
+AN_K = "anon-k"
+AN_METHOD = "anon-method"
+AN_SENSITIVE_MODE = "anon-sensitive-mode"
+AN_RUN = "anon-run"
+AN_REPORT = "anon-report"
+AN_SCATTER_X = "anon-scatter-x"
+AN_SCATTER_Y = "anon-scatter-y"
+AN_SCATTER = "anon-scatter"
+AN_DOWNLOAD_BTN = "anon-download-btn"
+AN_DOWNLOAD = "anon-download"
+AN_MESSAGE = "anon-message"
