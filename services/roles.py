@@ -41,6 +41,3 @@ class Role(StrEnum):
             return self
         return want if want.rank <= self.rank else self
 
-
-NOISE_BANDS: dict[int, tuple[float, float]] = {0: (0.0, 5.0), 1: (5.0, 10.0), 2: (10.0, 20.0)}
-"""Noise-factor → band of noise in percent (the PyDPLib bands)."""
