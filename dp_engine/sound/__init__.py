@@ -1,0 +1,26 @@
+"""Sound mode: central differential privacy on released statistics only.
+
+Neighbouring data sets differ by adding or removing one patient, so the number
+of records n is private. Bounds, categories and bins are public metadata
+(the dataset schema), never read from the data.
+"""
+
+from dp_engine.sound.mechanisms import (
+    bounded_laplace,
+    discrete_laplace,
+    exponential,
+    gaussian,
+    laplace,
+    randomized_response,
+)
+from dp_engine.sound.release import Release
+
+__all__ = [
+    "Release",
+    "bounded_laplace",
+    "discrete_laplace",
+    "exponential",
+    "gaussian",
+    "laplace",
+    "randomized_response",
+]

@@ -1,0 +1,303 @@
+"""Noise mechanisms usable on their own (central DP, vectorized).
+
+* ``laplace`` is floating-point safe (Mironov 2012): the input is snapped to a
+  power-of-two lattice and integer (discrete-Laplace) noise is added on that
+  lattice, so every output is an exact lattice point and no output "hole" reveals
+  the input. The rounding can move a value by up to half a lattice step, so the
+  scale is raised from Δ/ε to (Δ + m·Λ)/ε (m = number of elements, Λ = step).
+* ``discrete_laplace`` draws K = ⌊tE₁⌋ − ⌊tE₂⌋ with E₁, E₂ standard exponential:
+  each floor is geometric with P(G ≥ g) = e^(−g/t), and their difference has
+  P(K = k) ∝ e^(−|k|/t) exactly (up to the 53-bit resolution of the draws).
+* ``gaussian`` uses the analytic calibration of Balle & Wang (2018); its output is
+  rounded to a fine power-of-two grid (a mitigation, not a proof, for floats).
+* ``bounded_laplace`` follows Holohan et al. (2018): output restricted to
+  [lower, upper] by inverse-CDF sampling, scale raised so the truncation keeps ε-DP.
+* ``randomized_response`` (binary or k-ary) and ``exponential`` (Gumbel-max).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from scipy import optimize, special
+
+from dp_engine.errors import DataTypeError, InvalidBoundsError
+from dp_engine.rng import RngLike, as_generator
+from dp_engine.sound.validation import (
+    category_codes,
+    check_bounds,
+    check_delta,
+    check_epsilon,
+    check_sensitivity,
+    finite_array,
+    public_index,
+)
+
+GRID_BITS = 12  # the lattice step is at most 2^-12 of the noise scale per element
+_EXACT = 2.0**52  # lattice coordinates must stay below this to be exact in float64
+
+
+def _shaped(out: np.ndarray, like: Any) -> np.ndarray | float:
+    """A Python float for scalar input, the array otherwise."""
+    return float(out.reshape(-1)[0]) if np.ndim(like) == 0 else out
+
+
+def dlap_noise(t: float, size: int | tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """Integer-valued float64 discrete-Laplace noise, P(k) ∝ exp(−|k|/t)."""
+    noise = rng.standard_exponential(size)
+    other = rng.standard_exponential(size)
+    noise *= t
+    other *= t
+    np.floor(noise, out=noise)
+    np.floor(other, out=other)
+    noise -= other
+    return noise
+
+
+def lattice_step(scale: float, elements: int = 1) -> float:
+    """The power-of-two lattice step for noise of ``scale`` on ``elements`` values."""
+    return 2.0 ** math.floor(math.log2(scale / (2.0**GRID_BITS * max(elements, 1))))
+
+
+def lattice_laplace(
+    x: np.ndarray, sensitivity: float, epsilon: float, rng: np.random.Generator, changed: int
+) -> tuple[np.ndarray, float, float]:
+    """Snap ``x`` to a lattice and add discrete-Laplace noise on it.
+
+    ``changed`` is how many elements one record can move. Returns (noisy values,
+    lattice step Λ, scale b in value units) with b = (Δ + changed·Λ)/ε.
+    """
+    step = lattice_step(sensitivity / epsilon, changed)
+    scale = (sensitivity + changed * step) / epsilon
+    inv = 1.0 / step  # exact: step is a power of two
+    if x.size and float(np.abs(x).max()) * inv + 50.0 * scale * inv >= _EXACT:
+        raise DataTypeError(
+            "The values are too large compared with the noise scale to be perturbed exactly; "
+            "rescale them (e.g. change the unit) or use a larger sensitivity."
+        )
+    out = dlap_noise(scale * inv, x.shape, rng)
+    snapped = np.multiply(x, inv)
+    np.rint(snapped, out=snapped)
+    out += snapped
+    out *= step
+    return out, step, scale
+
+
+def laplace(value: Any, sensitivity: float, epsilon: float, *, rng: RngLike = None):
+    """Floating-point-safe Laplace mechanism: ε-DP for a query of L1 sensitivity Δ.
+
+    Each element gets independent noise of scale ≈ Δ/ε (raised by the factor
+    1 + m·Λ/Δ ≤ 1 + 2^-12 to pay for snapping). Returns a float for scalar input.
+    """
+    epsilon = check_epsilon(epsilon)
+    sensitivity = check_sensitivity(sensitivity)
+    x = finite_array(value)
+    out, _, _ = lattice_laplace(x, sensitivity, epsilon, as_generator(rng), changed=x.size)
+    return _shaped(out, value)
+
+
+def discrete_laplace(value: Any, sensitivity: float, epsilon: float, *, rng: RngLike = None):
+    """Integer value(s) plus discrete-Laplace noise with P(k) ∝ exp(−|k|·ε/Δ).
+
+    ε-DP for an integer-valued query of sensitivity Δ. Returns int / int64 array.
+    """
+    epsilon = check_epsilon(epsilon)
+    sensitivity = check_sensitivity(sensitivity)
+    x = finite_array(value)
+    if not np.array_equal(x, np.rint(x)):
+        raise DataTypeError(
+            "The discrete Laplace mechanism needs whole numbers (counts); "
+            "use the Laplace mechanism for fractional values."
+        )
+    out = dlap_noise(sensitivity / epsilon, x.shape, as_generator(rng))
+    out += x
+    result = out.astype(np.int64)
+    return int(result.reshape(-1)[0]) if np.ndim(value) == 0 else result
+
+
+def _analytic_delta(sigma: float, sensitivity: float, epsilon: float) -> float:
+    """δ achieved by Gaussian noise σ (Balle & Wang 2018, Theorem 8)."""
+    a = sensitivity / (2.0 * sigma)
+    b = epsilon * sigma / sensitivity
+    return float(special.ndtr(a - b) - math.exp(epsilon + special.log_ndtr(-a - b)))
+
+
+def gaussian_sigma(sensitivity: float, epsilon: float, delta: float) -> float:
+    """Smallest σ with (ε, δ)-DP for L2 sensitivity Δ (analytic Gaussian mechanism)."""
+    classic = sensitivity * math.sqrt(2.0 * math.log(1.25 / delta)) / epsilon
+    lo, hi = classic * 1e-6, classic
+    while _analytic_delta(hi, sensitivity, epsilon) > delta:
+        hi *= 2.0
+    root = optimize.brentq(
+        lambda s: _analytic_delta(math.exp(s), sensitivity, epsilon) - delta,
+        math.log(lo),
+        math.log(hi),
+        xtol=1e-13,
+    )
+    sigma = math.exp(root)
+    return sigma * (1.0 + 1e-9)  # stay on the safe side of the root
+
+
+def gaussian(value: Any, sensitivity: float, epsilon: float, delta: float, *, rng: RngLike = None):
+    """(ε, δ)-DP Gaussian mechanism, analytic calibration (Balle & Wang 2018).
+
+    ``sensitivity`` is the L2 sensitivity. The result is rounded to a power-of-two
+    grid 2^-12 σ fine to hide low-order float bits (hardening, not a formal proof).
+    """
+    epsilon = check_epsilon(epsilon)
+    sensitivity = check_sensitivity(sensitivity)
+    delta = check_delta(delta)
+    x = finite_array(value)
+    sigma = gaussian_sigma(sensitivity, epsilon, delta)
+    out = as_generator(rng).normal(0.0, sigma, x.shape)
+    out += x
+    step = lattice_step(sigma)
+    out *= 1.0 / step
+    np.rint(out, out=out)
+    out *= step
+    return _shaped(out, value)
+
+
+def _log_c(x: float, lower: float, upper: float, scale: float) -> float:
+    """log of the Laplace(x, scale) mass inside [lower, upper]."""
+    tails = math.exp(-(x - lower) / scale) + math.exp(-(upper - x) / scale)
+    return math.log1p(-0.5 * tails)
+
+
+def bounded_laplace_scale(sensitivity: float, epsilon: float, lower: float, upper: float) -> float:
+    """Smallest scale b with Δ/b + log ΔC(b) ≤ ε (Holohan et al. 2018, δ = 0).
+
+    ΔC(b) is the largest ratio of truncation masses of two inputs at most Δ apart;
+    log C is concave, so it is C(min(lower + Δ, mid)) / C(lower).
+    """
+    width = upper - lower
+    shift = min(sensitivity, width / 2.0)
+
+    def loss(b: float) -> float:
+        log_ratio = _log_c(lower + shift, lower, upper, b) - _log_c(lower, lower, upper, b)
+        return min(sensitivity, width) / b + log_ratio - epsilon
+
+    lo = min(sensitivity, width) / epsilon
+    hi = 2.0 * lo
+    while loss(hi) > 0:
+        hi *= 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if loss(mid) > 0:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-13 * hi:
+            break
+    return hi
+
+
+def bounded_laplace(
+    value: Any,
+    lower: float,
+    upper: float,
+    sensitivity: float,
+    epsilon: float,
+    *,
+    rng: RngLike = None,
+):
+    """ε-DP Laplace noise restricted to [lower, upper] (Holohan et al. 2018).
+
+    Inputs are clamped to the bounds first; the output law is Laplace(x, b)
+    conditioned on [lower, upper], with b from ``bounded_laplace_scale``.
+    """
+    epsilon = check_epsilon(epsilon)
+    sensitivity = check_sensitivity(sensitivity)
+    lower, upper = check_bounds(lower, upper)
+    x = np.clip(finite_array(value), lower, upper)
+    scale = bounded_laplace_scale(sensitivity, epsilon, lower, upper)
+    out = truncated_laplace(x, scale, lower, upper, as_generator(rng))
+    return _shaped(out, value)
+
+
+def truncated_laplace(
+    x: np.ndarray, scale: float, lower: float, upper: float, rng: np.random.Generator
+) -> np.ndarray:
+    """Laplace(x, scale) conditioned on [lower, upper], by inverse CDF."""
+    cdf_lo = _laplace_cdf(lower - x, scale)
+    cdf_hi = _laplace_cdf(upper - x, scale)
+    u = cdf_lo + rng.random(x.shape) * (cdf_hi - cdf_lo)
+    left = u < 0.5
+    offset = np.where(
+        left,
+        scale * np.log(2.0 * np.where(left, u, 0.25)),
+        -scale * np.log(2.0 * (1.0 - np.where(left, 0.75, u))),
+    )
+    return np.clip(x + offset, lower, upper)
+
+
+def _laplace_cdf(z: np.ndarray, scale: float) -> np.ndarray:
+    """CDF of a centred Laplace(scale) at z."""
+    half = 0.5 * np.exp(-np.abs(z) / scale)
+    return np.where(z < 0, half, 1.0 - half)
+
+
+def randomized_response(
+    value: Any, categories: Sequence[Any], epsilon: float, *, rng: RngLike = None
+):
+    """k-ary randomized response: keep the true category w.p. e^ε/(e^ε + k − 1).
+
+    Otherwise report one of the k − 1 other categories uniformly; ε-DP per
+    reported value. k = 2 is binary randomized response. Missing values are not
+    allowed (they are not a public category).
+    """
+    epsilon = check_epsilon(epsilon)
+    index = public_index(categories)
+    k = len(index)
+    if k < 2:
+        raise InvalidBoundsError("Randomized response needs at least two public categories.")
+    codes, missing = category_codes(value if np.ndim(value) else [value], index)
+    if missing.any():
+        raise DataTypeError("Randomized response cannot report a missing value; drop it first.")
+    gen = as_generator(rng)
+    keep_p = 1.0 / (1.0 + (k - 1) * math.exp(-epsilon))
+    other = gen.integers(0, k - 1, size=codes.shape)
+    other += other >= codes
+    out = np.where(gen.random(codes.shape) < keep_p, codes, other)
+    reported = np.asarray(index, dtype=object)[out]
+    if np.ndim(value) == 0:
+        return reported[0]
+    return reported.reshape(np.shape(value))
+
+
+def gumbel_argmax(logits: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Index of the max of logits + Gumbel noise along the last axis: softmax sampling."""
+    return np.argmax(logits + rng.gumbel(size=logits.shape), axis=-1)
+
+
+def exponential(
+    candidates: Sequence[Any],
+    utilities: Any,
+    sensitivity: float,
+    epsilon: float,
+    *,
+    rng: RngLike = None,
+):
+    """Exponential mechanism: P(c) ∝ exp(ε·u(c) / (2Δ)), sampled by Gumbel-max.
+
+    ``utilities`` may hold −inf (never chosen) but not NaN or +inf.
+    """
+    epsilon = check_epsilon(epsilon)
+    sensitivity = check_sensitivity(sensitivity)
+    cands = list(candidates)
+    try:
+        util = np.asarray(utilities, dtype=float)
+    except (TypeError, ValueError):
+        raise DataTypeError("Utilities must be numbers, one per candidate.") from None
+    if util.ndim != 1 or util.size != len(cands) or not cands:
+        raise DataTypeError(
+            f"Give one utility per candidate (got {util.size} utilities for "
+            f"{len(cands)} candidates)."
+        )
+    if np.isnan(util).any() or np.isposinf(util).any() or not np.isfinite(util).any():
+        raise DataTypeError("Utilities must be finite numbers (−inf marks an excluded candidate).")
+    logits = util * (epsilon / (2.0 * sensitivity))
+    return cands[int(gumbel_argmax(logits, as_generator(rng)))]
