@@ -14,10 +14,30 @@ from dp_engine.sound.mechanisms import (
     randomized_response,
 )
 from dp_engine.sound.release import Release
+from dp_engine.sound.statistics import (
+    count,
+    grouped_histogram,
+    grouped_mean,
+    grouped_quantiles,
+    grouped_variance,
+    histogram,
+    mean,
+    quantiles,
+    variance,
+)
 
 __all__ = [
     "Release",
     "bounded_laplace",
+    "count",
+    "grouped_histogram",
+    "grouped_mean",
+    "grouped_quantiles",
+    "grouped_variance",
+    "histogram",
+    "mean",
+    "quantiles",
+    "variance",
     "discrete_laplace",
     "exponential",
     "gaussian",

@@ -254,8 +254,8 @@ def randomized_response(
     k = len(index)
     if k < 2:
         raise InvalidBoundsError("Randomized response needs at least two public categories.")
-    codes, missing = category_codes(value if np.ndim(value) else [value], index)
-    if missing.any():
+    codes = category_codes(value if np.ndim(value) else [value], index)
+    if (codes < 0).any():
         raise DataTypeError("Randomized response cannot report a missing value; drop it first.")
     gen = as_generator(rng)
     keep_p = 1.0 / (1.0 + (k - 1) * math.exp(-epsilon))

@@ -144,28 +144,26 @@ def finite_array(value: Any, what: str = "The value") -> np.ndarray:
     return arr
 
 
-def category_codes(
-    values: Any, categories: Sequence[Any], what: str = "The values"
-) -> tuple[np.ndarray, np.ndarray]:
-    """Codes of ``values`` in the public ``categories`` and the mask of non-missing values.
+def category_codes(values: Any, categories: Sequence[Any], what: str = "The values") -> np.ndarray:
+    """Codes of ``values`` in the public ``categories``, −1 where a value is missing.
 
-    Returns (codes of the non-missing values, missing mask over all values).
-    UnknownCategoryError names a few offending values; missing values are not offending.
+    A non-missing value outside the list raises UnknownCategoryError naming a few
+    of the offending values.
     """
     index = public_index(categories)
     series = values if isinstance(values, pd.Series) else pd.Series(np.ravel(np.asarray(values)))
-    missing = series.isna().to_numpy()
-    present = series[~missing] if missing.any() else series
-    codes = index.get_indexer(present.to_numpy())
+    raw = series.to_numpy()
+    codes = index.get_indexer(raw)
     bad = codes < 0
     if bad.any():
-        examples = ", ".join(repr(v) for v in pd.unique(present.to_numpy()[bad])[:3])
-        raise UnknownCategoryError(
-            f"{what} include {examples}, which {'is' if bad.sum() == 1 else 'are'} not in the "
-            f"public category list {list(index)[:10]}; add it to the dataset schema or "
-            "fix the data."
-        )
-    return codes.astype(np.intp, copy=False), missing
+        bad &= ~series.isna().to_numpy()
+        if bad.any():
+            examples = ", ".join(repr(v) for v in pd.unique(raw[bad])[:3])
+            raise UnknownCategoryError(
+                f"{what} include {examples}, not in the public category list "
+                f"{list(index)[:10]}; add it to the dataset schema or fix the data."
+            )
+    return codes.astype(np.intp, copy=False)
 
 
 def public_index(categories: Sequence[Any]) -> pd.Index:
