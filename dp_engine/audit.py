@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -194,6 +195,18 @@ def _best_event(
                 event, mask = build(i)
                 best = _Choice(float(scores[i]), event, mask, forward)
     return best
+
+
+def looped(release: Callable[[np.random.Generator], Any]) -> Sampler:
+    """A sampler calling ``release(rng)`` once per run, for mechanisms that are not vectorized.
+
+    Each call's result is converted with ``np.asarray``; the runs are stacked on axis 0.
+    """
+
+    def sample(rng: np.random.Generator, n_runs: int) -> np.ndarray:
+        return np.stack([np.asarray(release(rng), dtype=float) for _ in range(n_runs)])
+
+    return sample
 
 
 def _check_inputs(claimed_epsilon: float, delta: float, n_runs: int, alpha: float) -> None:
