@@ -5,6 +5,7 @@ of records n is private. Bounds, categories and bins are public metadata
 (the dataset schema), never read from the data.
 """
 
+from dp_engine.sound.calibrate import Calibration, calibrate, expected_relative_error
 from dp_engine.sound.mechanisms import (
     bounded_laplace,
     discrete_laplace,
@@ -25,9 +26,15 @@ from dp_engine.sound.statistics import (
     quantiles,
     variance,
 )
+from dp_engine.sound.tiers import refine, refine_tier
 
 __all__ = [
+    "Calibration",
     "Release",
+    "calibrate",
+    "expected_relative_error",
+    "refine",
+    "refine_tier",
     "bounded_laplace",
     "count",
     "grouped_histogram",

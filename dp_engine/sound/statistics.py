@@ -238,6 +238,29 @@ def _finish_counts(statistic, noisy, scales, params, eps) -> Release:
 # ---------------------------------------------------------------- mean / variance
 
 
+def lattice_plan(lower: float, upper: float, squares: bool) -> tuple[dict, dict]:
+    """Lattice step and sensitivity (in lattice units) of each moment component.
+
+    Count: step 1, Δ 1. Centred sum: step 2^k with half/2^k ≤ 2^22, Δ = ⌈half/step⌉ + 1
+    (the +1 absorbs a last-bit overshoot of the clamped, centred value). The centred
+    squares (x − mid)² − h²/2 lie in ±h²/2 and get their own step the same way.
+    """
+    half = (upper - lower) / 2.0
+    grid = {"count": 1.0, "sum": _fixed_grid(half)}
+    sens = {"count": 1.0, "sum": math.ceil(half / grid["sum"]) + 1.0}
+    if squares:
+        grid["sumsq"] = _fixed_grid(half * half / 2.0)
+        sens["sumsq"] = math.ceil(half * half / 2.0 / grid["sumsq"]) + 1.0
+    return grid, sens
+
+
+def moment_scales(lower: float, upper: float, epsilon: float, squares: bool) -> tuple[dict, dict]:
+    """(scale in value units, lattice step) per component for a mean (or variance) at ε."""
+    grid, sens = lattice_plan(lower, upper, squares)
+    share = epsilon / len(grid)
+    return {k: sens[k] / share * grid[k] for k in grid}, grid
+
+
 def _sums(x, gcodes, n_groups, lower, upper, squares: bool) -> tuple[dict, dict, dict]:
     """Exact lattice sums: count, Σ(x − mid), and optionally Σ((x − mid)² − h²/2).
 
@@ -245,11 +268,7 @@ def _sums(x, gcodes, n_groups, lower, upper, squares: bool) -> tuple[dict, dict,
     lattice units per component). Uses at most two n-sized work arrays.
     """
     mid, half = (lower + upper) / 2.0, (upper - lower) / 2.0
-    grid = {"count": 1.0, "sum": _fixed_grid(half)}
-    sens = {"count": 1.0, "sum": math.ceil(half / grid["sum"]) + 1.0}
-    if squares:
-        grid["sumsq"] = _fixed_grid(half * half / 2.0)
-        sens["sumsq"] = math.ceil(half * half / 2.0 / grid["sumsq"]) + 1.0
+    grid, sens = lattice_plan(lower, upper, squares)
 
     def total(w: np.ndarray) -> np.ndarray:
         if gcodes is None:
