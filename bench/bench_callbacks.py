@@ -1,0 +1,313 @@
+"""Explore-page latency (issue 4): server-side callback time per view, and first page load.
+
+Server side: the Explore render callback is POSTed to ``/_dash-update-component`` through the
+Flask test client, exactly as the browser sends it (payload built from ``app.callback_map`` and
+the page layout the routing callback returns). "Uncached" is the first request for a view on a
+fresh app (fresh ledger and release cache, dataset already loaded by a warm-up request that
+releases nothing); "cached" repeats that identical request, which the release service answers
+from its store. Browser: the time from navigation to the first Plotly figure in headless
+Chromium (options from ``tests/conftest.py``), app served by werkzeug on a free port.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import shutil
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from bench.bench_loading import cohort_csv
+from bench.common import (
+    NA,
+    BenchConfig,
+    Table,
+    Timing,
+    fmt_n,
+    fmt_seconds,
+    fmt_timing,
+    verdict,
+)
+
+UNCACHED_SMALL_MAX = 0.050
+CACHED_MAX = 0.010
+UNCACHED_BIG_MAX = 1.0
+FIRST_LOAD_MAX = 2.0
+ENDPOINT = "/_dash-update-component"
+SEED = 11
+
+
+class Unavailable(RuntimeError):
+    """The app (or a part the benchmark needs) is not in the tree yet."""
+
+
+def _ids():
+    return importlib.import_module("layouts.ids")
+
+
+def make_app(data_dir: Path, dataset_paths: tuple[Path, ...] = (), max_bytes: int = 0):
+    """A fresh Explore app on its own data directory (fresh ledger and release cache)."""
+    try:
+        app_module = importlib.import_module("app")
+        config_module = importlib.import_module("services.config")
+    except ImportError as exc:
+        raise Unavailable(f"the Explore app cannot be imported yet ({exc})") from exc
+    config = config_module.AppConfig(
+        data_dir=data_dir,
+        dataset_paths=dataset_paths,
+        max_upload_bytes=max(max_bytes, 50_000_000),
+    )
+    return app_module.create_app(config, seed=SEED)
+
+
+def _output_spec(key: str) -> list[dict[str, str]] | dict[str, str]:
+    """The ``outputs`` field for a callback id such as ``..a.children...b.children..``."""
+    if key.startswith("..") and key.endswith(".."):
+        parts = key[2:-2].split("...")
+        return [dict(zip(("id", "property"), p.rsplit(".", 1), strict=True)) for p in parts]
+    return dict(zip(("id", "property"), key.rsplit(".", 1), strict=True))
+
+
+def _find_callback(dash_app, component_id: str, prop: str = "children") -> str:
+    """The callback_map key whose outputs include ``component_id.prop``."""
+    for key in dash_app.callback_map:
+        outputs = _output_spec(key)
+        outputs = outputs if isinstance(outputs, list) else [outputs]
+        if any(o["id"] == component_id and o["property"] == prop for o in outputs):
+            return key
+    raise Unavailable(f"no callback outputs {component_id}.{prop}")
+
+
+def payload(dash_app, key: str, values: dict[str, Any], changed: str) -> dict[str, Any]:
+    """The JSON body the browser sends for callback ``key`` with these input values."""
+    spec = dash_app.callback_map[key]
+
+    def filled(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{**item, "value": values.get(item["id"])} for item in items]
+
+    return {
+        "output": key,
+        "outputs": _output_spec(key),
+        "inputs": filled(spec["inputs"]),
+        "state": filled(spec["state"]),
+        "changedPropIds": [changed],
+    }
+
+
+def _walk(node: Any) -> Iterator[dict[str, Any]]:
+    if isinstance(node, dict):
+        if "props" in node and "type" in node:
+            yield node
+        for value in node.values():
+            yield from _walk(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _walk(value)
+
+
+def post(client, body: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+    """POST one callback; its wall-clock seconds and the decoded response."""
+    start = time.perf_counter()
+    response = client.post(ENDPOINT, json=body)
+    elapsed = time.perf_counter() - start
+    if response.status_code != 200:
+        raise RuntimeError(f"{ENDPOINT} answered HTTP {response.status_code}")
+    return elapsed, json.loads(response.get_data(as_text=True))
+
+
+def explore_controls(dash_app, client) -> dict[str, dict[str, Any]]:
+    """Props of every Explore control, read from the page the routing callback renders."""
+    ids = _ids()
+    client.get("/")
+    key = _find_callback(dash_app, ids.PAGE)
+    _, reply = post(client, payload(dash_app, key, {ids.URL: "/"}, f"{ids.URL}.pathname"))
+    page = reply.get("response", {}).get(ids.PAGE, {}).get("children")
+    controls = {node["props"]["id"]: node["props"] for node in _walk(page)
+                if isinstance(node["props"].get("id"), str)}
+    if ids.EX_VIEW not in controls:
+        raise Unavailable("the routing callback did not return the Explore page")
+    return controls
+
+
+def view_values(controls: dict[str, dict[str, Any]], dataset: str) -> dict[str, dict[str, Any]]:
+    """Input values per view: the page defaults with the view, x and group of its preset."""
+    ids = _ids()
+    presets = importlib.import_module("services.queries").PRESETS
+    base = {name: props.get("value") for name, props in controls.items()}
+    base[ids.EX_DATASET] = dataset
+    base[ids.EX_COMPARE] = False
+    views = [option["value"] for option in controls[ids.EX_VIEW].get("options", [])]
+    per_view = {}
+    for view in views:
+        preset = next((p for p in presets.values() if p.view == view and p.role is None), None)
+        x, group = (preset.x, preset.group or "none") if preset else ("Age", "none")
+        per_view[view] = {**base, ids.EX_VIEW: view, ids.EX_X: x, ids.EX_GROUP: group}
+    return per_view
+
+
+def _dataset_value(controls: dict[str, dict[str, Any]], csv: Path | None) -> str:
+    """The dataset option for the sample (csv None) or for the generated file."""
+    ids = _ids()
+    options = [o["value"] for o in controls[ids.EX_DATASET].get("options", [])]
+    if csv is None:
+        return controls[ids.EX_DATASET]["value"]
+    matching = [value for value in options if csv.stem in str(value)]
+    others = [value for value in options if value != controls[ids.EX_DATASET]["value"]]
+    if not (matching or others):
+        raise Unavailable(f"{csv.name} is not offered in the dataset dropdown")
+    return (matching or others)[0]
+
+
+def _check(reply: dict[str, Any]) -> str | None:
+    """None if the render produced graphs, else the message it showed instead."""
+    ids = _ids()
+    response = reply.get("response", {})
+    if ids.EX_GRAPHS in response:
+        return None
+    message = response.get(ids.EX_MESSAGE, {}).get("children")
+    texts = [str(n["props"].get("children")) for n in _walk(message)] or [str(message)]
+    return "no figure: " + " ".join(texts)[:120]
+
+
+def measure_views(
+    csv: Path | None, config: BenchConfig, rounds: int, cached_repeats: int
+) -> dict[str, dict[str, Any]]:
+    """Uncached and cached render latency per view; one fresh app per round."""
+    ids = _ids()
+    uncached: dict[str, list[float]] = {}
+    cached: dict[str, list[float]] = {}
+    errors: dict[str, str] = {}
+    paths = (csv,) if csv is not None else ()
+    max_bytes = 2 * csv.stat().st_size if csv is not None else 0
+    render_key = None
+    for _ in range(rounds):
+        with tempfile.TemporaryDirectory(prefix="bench-app-") as tmp:
+            dash_app = make_app(Path(tmp), paths, max_bytes)
+            render_key = _find_callback(dash_app, ids.EX_GRAPHS)
+            client = dash_app.server.test_client()
+            controls = explore_controls(dash_app, client)
+            dataset = _dataset_value(controls, csv)
+            columns_key = _find_callback(dash_app, ids.EX_X, "options")
+            post(client, payload(dash_app, columns_key, {ids.EX_DATASET: dataset},
+                                 f"{ids.EX_DATASET}.value"))  # warm-up: loads the dataset
+            for view, values in view_values(controls, dataset).items():
+                body = payload(dash_app, render_key, values, f"{ids.EX_VIEW}.value")
+                elapsed, reply = post(client, body)
+                problem = _check(reply)
+                if problem:
+                    errors[view] = problem
+                    continue
+                uncached.setdefault(view, []).append(elapsed)
+                for _ in range(cached_repeats):
+                    cached.setdefault(view, []).append(post(client, body)[0])
+    views = sorted(set(uncached) | set(errors))
+    return {
+        view: {
+            "uncached": _timing(uncached.get(view)),
+            "cached": _timing(cached.get(view)),
+            "error": errors.get(view),
+        }
+        for view in views
+    }
+
+
+def _timing(samples: list[float] | None) -> Timing | None:
+    if not samples:
+        return None
+    return Timing(statistics.median(samples), min(samples), len(samples))
+
+
+@contextmanager
+def serve(dash_app) -> Iterator[str]:
+    """Serve the app's Flask server on a free loopback port in a thread; yield its URL."""
+    from werkzeug.serving import make_server
+
+    server = make_server("127.0.0.1", 0, dash_app.server, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/"
+    finally:
+        server.shutdown()
+        thread.join(timeout=5)
+
+
+def first_page_load(config: BenchConfig) -> tuple[Timing | None, str]:
+    """Seconds from navigation to the first rendered Plotly figure, or why it was not run."""
+    if not config.browser:
+        return None, "browser run disabled"
+    if not (shutil.which("chromium") and shutil.which("chromedriver")):
+        return None, "chromium / chromedriver not installed (apt-get install chromium " \
+                     "chromium-driver)"
+    from selenium import webdriver
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from tests.conftest import pytest_setup_options
+
+    ids = _ids()
+    samples = []
+    with tempfile.TemporaryDirectory(prefix="bench-app-") as tmp:
+        dash_app = make_app(Path(tmp))
+        with serve(dash_app) as url:
+            for _ in range(max(1, min(config.repeats, 3))):
+                driver = webdriver.Chrome(options=pytest_setup_options())
+                try:
+                    start = time.perf_counter()
+                    driver.get(url)
+                    WebDriverWait(driver, 30).until(lambda d: d.find_elements(
+                        By.CSS_SELECTOR, f"#{ids.EX_GRAPHS} .js-plotly-plot"))
+                    samples.append(time.perf_counter() - start)
+                finally:
+                    driver.quit()
+    return _timing(samples), "navigation → first Plotly figure drawn"
+
+
+def run(config: BenchConfig) -> list[Table]:
+    """Latency tables for the sample cohort and a generated large cohort, plus first load."""
+    table = Table(
+        "Explore render callback, server side (POST /_dash-update-component)",
+        ["cohort", "view", "uncached", f"target ≤ {fmt_seconds(UNCACHED_SMALL_MAX)} / "
+         f"{fmt_seconds(UNCACHED_BIG_MAX)}", "cached (same request again)",
+         f"target ≤ {fmt_seconds(CACHED_MAX)}"],
+    )
+    table.notes.append(
+        "Owner role, sound mechanism, one view at a time with the x / group columns of the "
+        "matching paper preset (Age; histogram by PI-RADS score, mean by PI-RADS score, "
+        "median box plot by prostatitis; variance ungrouped). The 50 ms target applies to the "
+        "920-row sample, the 1 s target to the generated cohort; the cached target to both."
+    )
+    browser = Table("First page load in headless Chromium",
+                    ["measure", "time", f"target ≤ {fmt_seconds(FIRST_LOAD_MAX)}"])
+    try:
+        _ids()
+        cohorts: list[tuple[str, Path | None, float, int]] = [
+            ("920 (sample)", None, UNCACHED_SMALL_MAX, max(3, config.repeats)),
+            (fmt_n(config.big_n), cohort_csv(config.big_n, config.data_dir), UNCACHED_BIG_MAX,
+             max(1, min(3, config.repeats))),
+        ]
+        for label, csv, limit, rounds in cohorts:
+            results = measure_views(csv, config, rounds=rounds, cached_repeats=config.repeats)
+            for view, result in results.items():
+                if result["error"]:
+                    table.add(label, view, result["error"], NA, NA, NA)
+                    continue
+                uncached, cached = result["uncached"], result["cached"]
+                table.add(
+                    label, view,
+                    fmt_timing(uncached), verdict(uncached.median <= limit),
+                    fmt_timing(cached), verdict(cached.median <= CACHED_MAX),
+                )
+        timing, how = first_page_load(config)
+        browser.add(how, fmt_timing(timing),
+                    verdict(None if timing is None else timing.median <= FIRST_LOAD_MAX))
+    except (Unavailable, ImportError) as exc:
+        table.add(NA, NA, f"not measured: {exc}", NA, NA, NA)
+        browser.add("not measured", str(exc), NA)
+    return [table, browser]

@@ -1,0 +1,104 @@
+"""Loading benchmark (issue 3): ``services.datasets.load_csv`` vs a bare ``pandas.read_csv``.
+
+A large cohort CSV is generated into ``bench/data/`` (gitignored) by resampling the rows of the
+committed 920-row sample cohort with a fixed seed (with fresh sequential ``Anonym_ID`` values), so
+every column keeps its real formats, missing values and odd entries (e.g. ``>3`` lesions).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from bench.common import (
+    NA,
+    ROOT,
+    BenchConfig,
+    Table,
+    fmt_n,
+    fmt_ratio,
+    fmt_timing,
+    time_side_by_side,
+    verdict,
+)
+
+SAMPLE_CSV = ROOT / "sample_data" / "pirads_cohort.csv"
+SAMPLE_SCHEMA = ROOT / "sample_data" / "pirads_cohort.schema.json"
+LOAD_RATIO_MAX = 1.5
+SEED = 7
+
+
+def cohort_csv(rows: int, directory: Path) -> Path:
+    """Path of a ``rows``-row cohort CSV resampled from the sample; written if missing or stale."""
+    path = directory / f"pirads_cohort_{rows}.csv"
+    if path.exists() and path.stat().st_mtime >= SAMPLE_CSV.stat().st_mtime:
+        return path
+    directory.mkdir(parents=True, exist_ok=True)
+    sample = pd.read_csv(SAMPLE_CSV, dtype=str, keep_default_na=False)
+    picks = np.random.default_rng(SEED).integers(0, len(sample), rows)
+    cohort = sample.iloc[picks].reset_index(drop=True)
+    if "Anonym_ID" in cohort.columns:
+        cohort["Anonym_ID"] = [str(100_000 + i) for i in range(rows)]
+    tmp = path.with_suffix(".tmp")
+    cohort.to_csv(tmp, index=False)
+    tmp.replace(path)
+    return path
+
+
+def load_schema():
+    """The sample cohort's schema (public metadata) as a ``dp_engine.schema.Schema``."""
+    from dp_engine.schema import Schema
+
+    return Schema.from_dict(json.loads(SAMPLE_SCHEMA.read_text()))
+
+
+def _load_csv():
+    try:
+        datasets = importlib.import_module("services.datasets")
+    except ImportError:
+        return None
+    return getattr(datasets, "load_csv", None)
+
+
+def run(config: BenchConfig) -> list[Table]:
+    """Time ``load_csv`` (bytes read from disk included) against ``pandas.read_csv(path)``."""
+    table = Table(
+        "Loading a cohort CSV",
+        ["rows", "file size", "pandas.read_csv(path)", "services.datasets.load_csv",
+         "load_csv / read_csv", f"target ≤ {LOAD_RATIO_MAX}× (large file)"],
+    )
+    table.notes.append(
+        "load_csv is timed from the file's bytes (`path.read_bytes()` included) with the "
+        "sample schema; read_csv is the bare pandas call with default options. The large "
+        "file resamples the 920 sample rows with a fixed seed and fresh IDs."
+    )
+    load_csv = _load_csv()
+    if not SAMPLE_CSV.exists():
+        table.add(NA, NA, NA, "sample_data/pirads_cohort.csv missing", NA, NA)
+        return [table]
+    schema = load_schema() if load_csv is not None else None
+    for rows in (None, config.big_n):
+        path = SAMPLE_CSV if rows is None else cohort_csv(rows, config.data_dir)
+        size = path.stat().st_size
+        fns = {"pandas": lambda path=path: pd.read_csv(path)}
+        if load_csv is not None:
+            fns["load_csv"] = lambda path=path, size=size: load_csv(
+                path.read_bytes(), filename=path.name, schema=schema, max_bytes=2 * size
+            )
+        timings = time_side_by_side(fns, repeats=config.repeats, budget_s=2 * config.budget_s)
+        own = timings.get("load_csv")
+        ratio = own.median / timings["pandas"].median if own else None
+        is_target = rows is not None
+        table.add(
+            fmt_n(rows) if rows else "920 (sample)",
+            f"{size / 2**20:.1f} MiB",
+            fmt_timing(timings["pandas"]),
+            fmt_timing(own) if own else "services.datasets.load_csv not in the tree yet",
+            fmt_ratio(ratio),
+            verdict(None if ratio is None or not is_target else ratio <= LOAD_RATIO_MAX),
+        )
+    return [table]

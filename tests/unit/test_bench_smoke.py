@@ -1,0 +1,103 @@
+"""Smoke test of the benchmark scripts at tiny n: they run and return well-formed tables.
+
+No timing is asserted here (benchmarks are scripts, never timed tests); only the shape of
+what they report and the plumbing they rely on (repeats, tracemalloc, the FAIL summary).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bench import bench_callbacks, bench_engine, bench_loading, run_all
+from bench.common import FAIL, NA, PASS, BenchConfig, Table, peak_extra_bytes, time_side_by_side
+
+VERDICTS = {PASS, FAIL, NA}
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> BenchConfig:
+    return BenchConfig(
+        sizes=(1_000,),
+        stat_n=1_000,
+        big_n=1_000,
+        repeats=1,
+        budget_s=0.01,
+        peer_limit_s=5.0,
+        peer_max_n=1_000,
+        browser=False,
+        data_dir=tmp_path_factory.mktemp("bench-data"),
+    )
+
+
+def assert_well_formed(tables: list[Table]) -> None:
+    assert tables, "a benchmark returned no table"
+    for table in tables:
+        assert table.title and table.columns
+        assert table.rows, f"{table.title}: no rows"
+        for row in table.rows:
+            assert len(row) == len(table.columns)
+            assert all(isinstance(cell, str) and cell for cell in row)
+        for column, *cells in zip(table.columns, *table.rows, strict=True):
+            if column.startswith("target"):
+                assert set(cells) <= VERDICTS, f"{table.title}: {column} has {cells}"
+        text = table.markdown()
+        assert text.startswith(f"### {table.title}")
+        assert text.count("\n|") == len(table.rows) + 2  # header, separator, rows
+
+
+def test_engine_bench_rows(tiny):
+    tables = bench_engine.run(tiny)
+    assert_well_formed(tables)
+    titles = " ".join(t.title for t in tables)
+    for topic in ("numpy limit", "OpenDP", "ε search", "statistics", "memory"):
+        assert topic in titles
+    stats = next(t for t in tables if "statistics" in t.title)
+    assert [row[0] for row in stats.rows] == list(bench_engine.STATISTICS)
+
+
+def test_loading_bench_rows_and_generated_file(tiny):
+    tables = bench_loading.run(tiny)
+    assert_well_formed(tables)
+    csv = bench_loading.cohort_csv(tiny.big_n, tiny.data_dir)
+    with csv.open() as handle:
+        assert sum(1 for _ in handle) == tiny.big_n + 1  # header + rows
+
+
+def test_callbacks_bench_rows(tiny):
+    assert_well_formed(bench_callbacks.run(tiny))
+
+
+def test_output_spec_parses_single_and_multi_outputs():
+    assert bench_callbacks._output_spec("a.children") == {"id": "a", "property": "children"}
+    assert bench_callbacks._output_spec("..a.children...b-c.figure..") == [
+        {"id": "a", "property": "children"},
+        {"id": "b-c", "property": "figure"},
+    ]
+
+
+def test_side_by_side_timing_and_memory_plumbing():
+    calls = {"a": 0, "b": 0}
+
+    def bump(name):
+        calls[name] += 1
+
+    timings = time_side_by_side({"a": lambda: bump("a"), "b": lambda: bump("b")},
+                                repeats=4, budget_s=10.0)
+    assert calls == {"a": 5, "b": 5}  # one warm-up + four measured calls each
+    assert all(t.repeats == 4 and 0 <= t.min <= t.median for t in timings.values())
+    n = 100_000
+    assert peak_extra_bytes(lambda: np.ones(n)) >= 8 * n  # numpy reports to tracemalloc
+
+
+def test_results_summary_lists_failures_and_anonymize_section(tmp_path, monkeypatch):
+    table = Table("Demo", ["case", "value", "target ≤ 1×"])
+    table.add("fast", "1", PASS)
+    table.add("slow", "3", FAIL)
+    extra = tmp_path / "RESULTS_anonymize.md"
+    extra.write_text("# Anonymize\n\nfigures\n")
+    monkeypatch.setattr(run_all, "ANONYMIZE_RESULTS", extra)
+    text = run_all.render({"engine": ([table], None)}, quick=True, seconds=1.0)
+    assert "- FAIL — Demo: slow / 3 — target ≤ 1×" in text
+    assert "### Demo" in text and "Machine and versions" in text
+    assert "### Anonymize" in text
