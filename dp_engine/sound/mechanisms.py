@@ -195,6 +195,52 @@ def bounded_laplace_scale(sensitivity: float, epsilon: float, lower: float, uppe
     return hi
 
 
+def _log_mass(c: np.ndarray | float, span: int, r: float):
+    """log Σ_{y=0..span} a^|y − c| for a lattice centre c in [0, span], a = e^(−r)."""
+    c = np.asarray(c, dtype=float)
+    inner = -np.expm1(-r * (c + 1.0)) - math.exp(-r) * np.expm1(-r * (span - c))
+    return np.log(inner) - math.log(-math.expm1(-r))
+
+
+def bounded_laplace_plan(
+    sensitivity: float, epsilon: float, lower: float, upper: float
+) -> tuple[float, float, int, int]:
+    """(lattice step Λ, scale b, first and last lattice index in [lower, upper]).
+
+    The output is discrete Laplace on the lattice Λℤ restricted to the bounds
+    (the lattice form of Holohan et al. 2018). Snapped inputs move by at most
+    m = ⌊Δ/Λ⌋ + 1 steps, so the privacy loss is m·Λ/b + log(Z(c')/Z(c)) with Z the
+    truncated mass; log Z is concave in the centre, so its worst ratio is between
+    the lower end and the point m steps (or half the span) away. b is the smallest
+    scale with loss ≤ ε, found by bisection.
+    """
+    width = upper - lower
+    step = lattice_step(min(bounded_laplace_scale(sensitivity, epsilon, lower, upper), width))
+    first, last = math.ceil(lower / step), math.floor(upper / step)
+    span = last - first
+    m = min(math.floor(sensitivity / step) + 1, span)
+    worst = min(m, span // 2)
+
+    def loss(b: float) -> float:
+        r = step / b
+        gap = _log_mass(worst, span, r) - _log_mass(0, span, r)
+        return m * r + float(gap) - epsilon
+
+    lo = m * step / epsilon
+    hi = 2.0 * lo
+    while loss(hi) > 0:
+        hi *= 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if loss(mid) > 0:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-13 * hi:
+            break
+    return step, hi, first, last
+
+
 def bounded_laplace(
     value: Any,
     lower: float,
@@ -204,40 +250,47 @@ def bounded_laplace(
     *,
     rng: RngLike = None,
 ):
-    """ε-DP Laplace noise restricted to [lower, upper] (Holohan et al. 2018).
+    """ε-DP Laplace noise restricted to [lower, upper] (Holohan et al. 2018), float-safe.
 
-    Inputs are clamped to the bounds first; the output law is Laplace(x, b)
-    conditioned on [lower, upper], with b from ``bounded_laplace_scale``.
+    Inputs are clamped to the bounds and snapped to a power-of-two lattice; the
+    output is discrete Laplace on that lattice conditioned on [lower, upper]
+    (P(y) ∝ exp(−|y − x|/b)), with b from ``bounded_laplace_plan``: within a
+    factor 1 + 2^-11 or so of Holohan's continuous scale. Every output is a lattice
+    point, so its low-order bits carry nothing.
     """
     epsilon = check_epsilon(epsilon)
     sensitivity = check_sensitivity(sensitivity)
     lower, upper = check_bounds(lower, upper)
-    x = np.clip(finite_array(value), lower, upper)
-    scale = bounded_laplace_scale(sensitivity, epsilon, lower, upper)
-    out = truncated_laplace(x, scale, lower, upper, as_generator(rng))
+    step, scale, first, last = bounded_laplace_plan(sensitivity, epsilon, lower, upper)
+    centre = np.clip(np.rint(finite_array(value) * (1.0 / step)), first, last) - first
+    out = truncated_dlap(centre, last - first, step / scale, as_generator(rng))
+    out += first
+    out *= step
     return _shaped(out, value)
 
 
-def truncated_laplace(
-    x: np.ndarray, scale: float, lower: float, upper: float, rng: np.random.Generator
-) -> np.ndarray:
-    """Laplace(x, scale) conditioned on [lower, upper], by inverse CDF."""
-    cdf_lo = _laplace_cdf(lower - x, scale)
-    cdf_hi = _laplace_cdf(upper - x, scale)
-    u = cdf_lo + rng.random(x.shape) * (cdf_hi - cdf_lo)
-    left = u < 0.5
-    offset = np.where(
-        left,
-        scale * np.log(2.0 * np.where(left, u, 0.25)),
-        -scale * np.log(2.0 * (1.0 - np.where(left, 0.75, u))),
+def truncated_dlap(centre: np.ndarray, span: int, r: float, rng: np.random.Generator) -> np.ndarray:
+    """Draw y in {0..span} with P(y) ∝ exp(−r|y − centre|), by inversion (one uniform).
+
+    Masses: left A = Σ_{k=1..c} a^k, centre 1, right B = Σ_{k=1..span−c} a^k. Inside a
+    side the offset k − 1 is a truncated geometric, inverted in closed form.
+    """
+    a = math.exp(-r)
+    unit = -math.expm1(-r)
+    n_left, n_right = centre, span - centre
+    mass_l = a * -np.expm1(-r * n_left) / unit
+    mass_r = a * -np.expm1(-r * n_right) / unit
+    v = rng.random(centre.shape) * (mass_l + 1.0 + mass_r)
+    left = v < mass_l
+    right = v >= mass_l + 1.0
+    w = np.where(
+        left, v / np.where(left, mass_l, 1.0), (v - mass_l - 1.0) / np.where(right, mass_r, 1.0)
     )
-    return np.clip(x + offset, lower, upper)
-
-
-def _laplace_cdf(z: np.ndarray, scale: float) -> np.ndarray:
-    """CDF of a centred Laplace(scale) at z."""
-    half = 0.5 * np.exp(-np.abs(z) / scale)
-    return np.where(z < 0, half, 1.0 - half)
+    w = np.clip(w, 0.0, 1.0)
+    side = np.where(left, n_left, n_right)
+    g = np.floor(np.log1p(w * np.expm1(-r * side)) / -r)
+    g = np.clip(g, 0.0, np.maximum(side - 1.0, 0.0))
+    return np.where(left, centre - 1.0 - g, np.where(right, centre + 1.0 + g, centre))
 
 
 def randomized_response(
