@@ -7,44 +7,23 @@ reproduces the paper's figures; it is NOT ε-differentially private at the label
 
 Module map: ``paper_types`` (results), ``paper_data`` (types, missing values, categories),
 ``paper_fit`` (Eq. 4, noise %, sensitivity, effective ε), ``paper_search`` (Algorithm 1),
+``paper_calc`` (``dp_calculate``),
 ``paper_grouped`` (the per-group statistics behind Figures 2–4).
 """
 
 from __future__ import annotations
 
-import math
-
-import numpy as np
-
-from dp_engine.bands import band as noise_band
-from dp_engine.errors import DataTypeError
-from dp_engine.paper_data import prepare, restore
+from dp_engine.paper_calc import dp_calculate
 from dp_engine.paper_fit import (
     data_range,
     effective_epsilon,
     fit_data_to_range,
-    inverse_denominators,
     noise_percent,
     sensitivity,
-    sensitivity_from,
 )
-from dp_engine.paper_search import (
-    DEFAULT_EPSILONS,
-    REPETITIONS,
-    NoiseProbe,
-    binary_search_epsilon,
-    run_search,
-    unit_laplace,
-    validate_grid,
-)
-from dp_engine.paper_types import (
-    QUERY_TYPES,
-    GroupedPaperResult,
-    PaperResult,
-    SearchStep,
-    query_code,
-)
-from dp_engine.rng import as_generator
+from dp_engine.paper_grouped import grouped_statistic
+from dp_engine.paper_search import DEFAULT_EPSILONS, binary_search_epsilon
+from dp_engine.paper_types import QUERY_TYPES, GroupedPaperResult, PaperResult, SearchStep
 
 __all__ = [
     "DEFAULT_EPSILONS",
@@ -61,93 +40,3 @@ __all__ = [
     "noise_percent",
     "sensitivity",
 ]
-
-
-def dp_calculate(
-    data: object,
-    query_type: object,
-    noise_factor: int,
-    data_type: object = None,
-    is_range: bool = False,
-    *,
-    epsilons: object = None,
-    rng: np.random.Generator | None = None,
-    categories: object = None,
-    statistic: str | None = None,
-) -> PaperResult:
-    """Noise every record for ``query_type`` with the ε Algorithm 1 finds (paper Figure 1).
-
-    - ``data``: list, numpy array or pandas Series; missing values are dropped and counted.
-    - ``data_type``: char, str, int, float, bool or a numpy type; None infers it. Text
-      values are categories: encoded as codes 0..k-1 (sorted labels, or ``categories``'
-      order), always fitted to the range, and returned as labels.
-    - ``is_range``: fit the noised values into the data's own range (Eq. 4); ints are
-      rounded, bools are ``> 0.5`` whatever ``is_range`` says.
-    - ``epsilons``: the ε grid (default ``DEFAULT_EPSILONS``); ``statistic`` only refines
-      ``effective_epsilon`` for query 1 ("count" data or raw values binned into a
-      "histogram").
-
-    The released data are the first of the five search repetitions at the chosen ε (no new
-    draw); ``noise_percent`` is their realized noise against the true values, while the
-    steps record the five-repetition mean the search used.
-    """
-    code = query_code(query_type)
-    band = noise_band(noise_factor)
-    grid = validate_grid(epsilons)
-    prep = prepare(data, data_type, categories)
-    if prep.kind == "category" and code in (2, 4):
-        raise DataTypeError(
-            f"A {QUERY_TYPES[code]} needs numbers, but this column holds categories; "
-            "use a count (1) or a median (3) of the category codes."
-        )
-    x = prep.values
-    span = float(x.max() - x.min())
-    sens = sensitivity_from(code, span, prep.n)
-    fit = bool(is_range) or prep.kind == "category"
-    probe = NoiseProbe(x, prep.kind, fit, unit_laplace(as_generator(rng), REPETITIONS, x.size))
-    idx, found, steps = run_search(probe, sens, band, grid)
-    eps = float(grid[idx])
-    row = probe.release(x, sens / eps)
-    realized = float(100.0 * np.dot(np.abs(row - x), inverse_denominators(x)) / x.size)
-    if sens == 0.0:
-        eff = math.inf  # nothing was noised: the values are released exactly
-    else:
-        eff = effective_epsilon(code, eps, prep.n, statistic=statistic, span=span)
-    return PaperResult(
-        dp_data=restore(prep, row),
-        epsilon=eps,
-        sensitivity=sens,
-        noise_percent=realized,
-        noise_factor=int(noise_factor),
-        band=band,
-        found=found,
-        steps=steps,
-        data_range=_range_used(prep, fit or bool(is_range)),
-        effective_epsilon=eff,
-        query_type=code,
-        data_type=prep.kind,
-        n_used=prep.n,
-        n_dropped=prep.n_dropped,
-        kept=prep.kept,
-    )
-
-
-def _range_used(prep, fitted: bool) -> tuple | None:
-    """The range values Eq. 4 used (labels for categories, (min, max) for numbers)."""
-    if not fitted:
-        return None
-    if prep.kind == "category":
-        return tuple(prep.labels.tolist())
-    lo, hi = float(prep.values.min()), float(prep.values.max())
-    if prep.kind == "bool":
-        return (bool(lo), bool(hi))
-    if prep.kind == "int":
-        return (int(lo), int(hi))
-    return (lo, hi)
-
-
-def grouped_statistic(*args, **kwargs) -> GroupedPaperResult:
-    """Per-group statistic from per-record paper noise (Figures 2–4); see ``paper_grouped``."""
-    from dp_engine.paper_grouped import grouped_statistic as _grouped
-
-    return _grouped(*args, **kwargs)

@@ -250,3 +250,18 @@ def restore(prep: Prepared, numeric: np.ndarray) -> np.ndarray | list:
     else:
         out = numeric.astype(prep.out_dtype, copy=False)
     return out.tolist() if prep.container == "list" else out
+
+
+def present(data: object) -> np.ndarray:
+    """Bool mask of the non-missing positions of a list, array or Series."""
+    arr, _, _ = _to_object_1d(data)
+    return ~_missing_mask(arr)
+
+
+def take(data: object, mask: np.ndarray) -> object:
+    """The positions of ``mask`` from ``data``, in the same container and element types."""
+    if isinstance(data, pd.Series):
+        return data[mask].reset_index(drop=True)
+    if isinstance(data, np.ndarray):
+        return data[mask]
+    return [v for v, keep in zip(data, mask, strict=True) if keep]  # type: ignore[call-overload]
