@@ -311,16 +311,18 @@ class Ledger:
     def releases(self, *, user: str | None = None, dataset_id: str | None = None,
                  limit: int | None = 1000) -> list[StoredRelease]:
         """Stored releases, newest first, optionally filtered by user and dataset."""
-        stmt = select(_RELEASES).order_by(_RELEASES.c.id.desc())
-        if user:
-            stmt = stmt.where(_RELEASES.c.user_name == user)
-        if dataset_id:
-            stmt = stmt.where(_RELEASES.c.dataset_id == dataset_id)
+        stmt = _filtered(select(_RELEASES).order_by(_RELEASES.c.id.desc()), user, dataset_id)
         if limit is not None:
             stmt = stmt.limit(int(limit))
         with self._tx(write=False) as conn:
             rows = conn.execute(stmt).mappings().all()
         return [_to_release(r, cached=False) for r in rows]
+
+    def count_releases(self, *, user: str | None = None, dataset_id: str | None = None) -> int:
+        """How many releases match the filters."""
+        stmt = _filtered(select(func.count()).select_from(_RELEASES), user, dataset_id)
+        with self._tx(write=False) as conn:
+            return int(conn.execute(stmt).scalar_one())
 
     def users(self) -> list[str]:
         """Every user with at least one release (for the ledger page's filter)."""
@@ -369,6 +371,15 @@ class Ledger:
                 _dumps(rel.answer),
             ])
         return out.getvalue()
+
+
+def _filtered(stmt, user: str | None, dataset_id: str | None):
+    """Restrict a releases query to one user and/or dataset (empty = no filter)."""
+    if user:
+        stmt = stmt.where(_RELEASES.c.user_name == user)
+    if dataset_id:
+        stmt = stmt.where(_RELEASES.c.dataset_id == dataset_id)
+    return stmt
 
 
 def _cell(value: str) -> str:

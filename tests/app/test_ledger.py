@@ -193,6 +193,7 @@ def test_filters_totals_and_csv_export(make_ledger):
     assert [r.query_key for r in led.releases(user="alice")] == ["b", "a"]
     assert [r.query_key for r in led.releases(dataset_id="ds")] == ["c", "a"]
     assert len(led.releases(limit=1)) == 1
+    assert led.count_releases() == 3 and led.count_releases(user="alice", dataset_id="ds") == 1
     assert led.users() == sorted(["alice", "=HYPERLINK(1)"])
     assert led.dataset_ids() == ["d2", "ds"]
 
