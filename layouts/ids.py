@@ -24,6 +24,18 @@ EX_PANEL = "explore-panel"
 EX_MESSAGE = "explore-message"
 EX_LOADING = "explore-loading"
 EX_BUDGET = "explore-budget"
+EX_NOTE = "explore-note"
+# side-panel values (read by the end-to-end tests)
+PANEL_ROLE = "panel-role"
+PANEL_BAND = "panel-band"
+PANEL_EPSILON = "panel-epsilon"
+PANEL_SENSITIVITY = "panel-sensitivity"
+PANEL_MECHANISM = "panel-mechanism"
+PANEL_SPENT = "panel-spent"
+PANEL_ERROR = "panel-error"
+PANEL_REALIZED = "panel-realized"
+PANEL_EFFECTIVE = "panel-effective"
+PANEL_ODDS = "panel-odds"
 
 # --- Data page (datasets and schemas) ---
 DATA_UPLOAD = "data-upload"

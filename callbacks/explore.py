@@ -1,0 +1,106 @@
+"""Explore-page callbacks: authorize, validate, ask the release service, build figures."""
+
+from __future__ import annotations
+
+import logging
+
+import dash_bootstrap_components as dbc
+from dash import Input, Output, dcc, html, no_update
+
+from dp_engine.errors import DPError
+from layouts import ids
+from layouts import panel as panels
+from layouts.explore import column_options, group_options
+from layouts.figures import build
+from services.queries import PRESETS, parse_request
+from services.roles import Role
+
+log = logging.getLogger(__name__)
+GRAPH_CONFIG = {"displaylogo": False, "responsive": True,
+                "modeBarButtonsToRemove": ["select2d", "lasso2d"]}
+
+
+def _alert(text: str, colour: str = "warning") -> dbc.Alert:
+    return dbc.Alert(text, color=colour, className="py-2")
+
+
+def _graph(fig, index: int | str) -> dcc.Graph:
+    return dcc.Graph(id={"type": ids.EX_GRAPH, "index": str(index)}, figure=fig,
+                     config=GRAPH_CONFIG, className="dp-graph")
+
+
+def render(services, dataset, role, view, x, group, mechanism, compare):
+    """The whole Explore answer for the current session: (graphs, panel, message)."""
+    identity = services.identity.current()
+    granted: Role = identity.role
+    raw = {"dataset": dataset, "role": role, "view": view, "x": x, "group": group,
+           "mechanism": mechanism}
+    try:
+        ds = services.registry.get(dataset if isinstance(dataset, str) else "")
+        if granted is not Role.OWNER and not ds.schema.confirmed:
+            return [], None, _alert(
+                "This dataset's public schema has not been confirmed by the data owner yet, "
+                "so it cannot be queried.")
+        req = parse_request(raw, granted, ds.schema)
+        if compare is True and granted is Role.OWNER and req.mechanism in ("sound", "paper"):
+            reqs = [req.__class__(req.dataset_id, req.view, req.x, req.group, req.mechanism, r)
+                    for r in (Role.OWNER, Role.COLLABORATOR, Role.THIRD_PARTY)]
+            answers = [services.releases.answer(identity, r) for r in reqs]
+            graphs = dbc.Row([dbc.Col(_graph(build(a, compact=True), a.tier), lg=4, md=12)
+                              for a in answers], className="g-2")
+            return graphs, panels.compare_panel(answers, granted), None
+        ans = services.releases.answer(identity, req)
+        return _graph(build(ans), "main"), panels.panel(ans, granted), None
+    except DPError as exc:
+        return no_update, no_update, _alert(str(exc))
+    except Exception:  # never a 500: log for the operator, a plain message for the user
+        log.exception("Explore view failed")
+        return no_update, no_update, _alert(
+            "This view could not be computed. Nothing was charged and your data and budget "
+            "are unchanged; try another view or contact the data owner.", "danger")
+
+
+def register_callbacks(app, services) -> None:
+    """Bind the Explore callbacks to ``app`` (never the global dash.callback)."""
+
+    @app.callback(
+        Output(ids.EX_X, "options"), Output(ids.EX_GROUP, "options"),
+        Input(ids.EX_DATASET, "value"),
+    )
+    def _columns(dataset):
+        identity = services.identity.current()
+        try:
+            ds = services.registry.get(dataset if isinstance(dataset, str) else "")
+        except DPError:
+            return no_update, no_update
+        if identity.role is not Role.OWNER and not ds.schema.confirmed:
+            return [], []
+        return column_options(ds.schema), group_options(ds.schema)
+
+    @app.callback(
+        Output(ids.EX_VIEW, "value"), Output(ids.EX_X, "value"), Output(ids.EX_GROUP, "value"),
+        Output(ids.EX_ROLE, "value"),
+        Input(ids.EX_PRESET, "value"),
+        prevent_initial_call=True,
+    )
+    def _preset(key):
+        preset = PRESETS.get(key) if isinstance(key, str) else None
+        if preset is None:
+            return no_update, no_update, no_update, no_update
+        granted = services.identity.current().role
+        role = granted.clamp(preset.role.value) if preset.role else granted
+        return preset.view, preset.x, preset.group or "none", role.value
+
+    @app.callback(
+        Output(ids.EX_GRAPHS, "children"), Output(ids.EX_PANEL, "children"),
+        Output(ids.EX_MESSAGE, "children"),
+        Input(ids.EX_DATASET, "value"), Input(ids.EX_ROLE, "value"),
+        Input(ids.EX_VIEW, "value"), Input(ids.EX_X, "value"), Input(ids.EX_GROUP, "value"),
+        Input(ids.EX_MECHANISM, "value"), Input(ids.EX_COMPARE, "value"),
+    )
+    def _render(dataset, role, view, x, group, mechanism, compare):
+        return render(services, dataset, role, view, x, group, mechanism, compare)
+
+
+def empty_note() -> html.Div:
+    return html.Div()

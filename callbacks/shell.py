@@ -1,0 +1,46 @@
+"""Routing: render the page for the path, for the session's role only."""
+
+from __future__ import annotations
+
+import logging
+
+from dash import Input, Output
+
+from layouts import explore, ids, shell
+from services.roles import Role
+
+log = logging.getLogger(__name__)
+
+
+def page_for(services, pathname: str | None):
+    identity = services.identity.current()
+    role: Role = identity.role
+    path = pathname if isinstance(pathname, str) else "/"
+    label, lowest = shell.PAGES.get(path, shell.PAGES["/"])
+    if role.rank < lowest.rank:
+        return shell.forbidden(label)
+    if path == "/data":
+        from layouts import data
+        return data.layout(services.registry, identity)
+    if path == "/ledger":
+        from layouts import ledger
+        return ledger.layout(services, identity)
+    if path == "/anonymize":
+        from layouts import anonymize
+        return anonymize.layout(services.registry, identity)
+    datasets = [d for d in services.registry.list()
+                if role is Role.OWNER or d.schema.confirmed]
+    return explore.layout(datasets, identity)
+
+
+def register_callbacks(app, services) -> None:
+    @app.callback(
+        Output(ids.PAGE, "children"), Output(ids.NAV, "children"),
+        Output(ids.SESSION_BADGE, "children"),
+        Input(ids.URL, "pathname"),
+    )
+    def _route(pathname):
+        identity = services.identity.current()
+        path = pathname if isinstance(pathname, str) else "/"
+        return (page_for(services, path), shell.nav_links(identity.role, path),
+                shell.session_badge(identity.user, identity.role, identity.authenticated))

@@ -1,0 +1,136 @@
+"""Explore page: controls, chart area and the privacy side panel (no computation here)."""
+
+from __future__ import annotations
+
+import dash_bootstrap_components as dbc
+from dash import dcc, html
+
+from dp_engine.bands import NOISE_BANDS, NOISE_LABELS
+from dp_engine.schema import NUMERIC_KINDS, Schema
+from layouts import ids
+from services.queries import GROUPABLE_KINDS, MECHANISMS, PRESETS, VIEWS
+from services.roles import Role
+
+DEFAULT_PRESET = "fig2"
+
+
+def role_options(granted: Role) -> list[dict]:
+    """Only the granted role and lower ones (the server clamps anyway)."""
+    return [
+        {"label": f"{r.label} — {NOISE_LABELS[r.noise_factor]} noise "
+                  f"({NOISE_BANDS[r.noise_factor][0]:g}–{NOISE_BANDS[r.noise_factor][1]:g} %)",
+         "value": r.value}
+        for r in granted.allowed()
+    ]
+
+
+def column_options(schema: Schema, *, numeric_only: bool = False) -> list[dict]:
+    out = []
+    for c in schema.queryable_columns():
+        if numeric_only and c.kind not in NUMERIC_KINDS:
+            continue
+        out.append({"label": c.display, "value": c.name})
+    return out
+
+
+def group_options(schema: Schema) -> list[dict]:
+    opts = [{"label": "No grouping", "value": "none"}]
+    opts += [
+        {"label": c.display, "value": c.name}
+        for c in schema.queryable_columns()
+        if c.kind in GROUPABLE_KINDS and c.categories
+    ]
+    return opts
+
+
+def _field(label: str, control, help_text: str = "") -> html.Div:
+    children = [dbc.Label(label, className="fw-semibold small mb-1"), control]
+    if help_text:
+        children.append(dbc.FormText(help_text))
+    return html.Div(children, className="mb-3")
+
+
+def layout(datasets: list, identity) -> html.Div:
+    """The page for ``identity``; ``datasets`` are the ones this role may query."""
+    granted: Role = identity.role
+    owner = granted is Role.OWNER
+    if not datasets:
+        return dbc.Alert(
+            "No dataset is available to your role yet: the data owner has to confirm a "
+            "dataset's public schema first.",
+            color="info",
+        )
+    first = datasets[0]
+    preset = PRESETS[DEFAULT_PRESET]
+    controls = [
+        _field("Reproduce a paper figure",
+               dcc.Dropdown(id=ids.EX_PRESET, clearable=True, value=DEFAULT_PRESET,
+                            options=[{"label": p.label, "value": k} for k, p in PRESETS.items()])),
+        _field("Dataset",
+               dcc.Dropdown(id=ids.EX_DATASET, clearable=False, value=first.id,
+                            options=[{"label": d.title or d.id, "value": d.id}
+                                     for d in datasets])),
+        _field("View as", dbc.RadioItems(id=ids.EX_ROLE, value=granted.value,
+                                         options=role_options(granted)),
+               "You can preview a less privileged role, never a more privileged one."),
+        _field("View",
+               dcc.Dropdown(id=ids.EX_VIEW, clearable=False, value=preset.view,
+                            options=[{"label": v, "value": k} for k, v in VIEWS.items()])),
+        _field("Measured column",
+               dcc.Dropdown(id=ids.EX_X, clearable=False, value=preset.x,
+                            options=column_options(first.schema))),
+        _field("Group by",
+               dcc.Dropdown(id=ids.EX_GROUP, clearable=False, value=preset.group or "none",
+                            options=group_options(first.schema))),
+    ]
+    if owner:
+        controls += [
+            _field("Mechanism",
+                   dbc.RadioItems(id=ids.EX_MECHANISM, value="sound",
+                                  options=[{"label": v, "value": k}
+                                           for k, v in MECHANISMS.items()]),
+                   "Paper mode reproduces PyDPLib; it is not differentially private "
+                   "as labelled."),
+            dbc.Switch(id=ids.EX_COMPARE, label="Compare low / medium / high noise",
+                       value=False, className="mb-2"),
+        ]
+    else:
+        # Hidden stand-ins keep one callback signature; paper mode is simply not offered
+        # and the server answers any forged value in sound mode.
+        controls += [
+            html.Div(
+                [dbc.RadioItems(id=ids.EX_MECHANISM, value="sound",
+                                options=[{"label": MECHANISMS["sound"], "value": "sound"}]),
+                 dbc.Switch(id=ids.EX_COMPARE, value=False)],
+                hidden=True,
+            ),
+        ]
+    return html.Div(
+        [
+            html.H1("Explore the cohort", className="h3 mb-1"),
+            html.P(
+                "Every number on this page is a differentially private release, labelled with "
+                "the mechanism and the ε that produced it.",
+                className="text-muted mb-3",
+            ),
+            dbc.Row(
+                [
+                    dbc.Col(dbc.Card(dbc.CardBody(controls), className="controls-card"),
+                            lg=3, md=12, className="mb-3"),
+                    dbc.Col(
+                        [
+                            html.Div(id=ids.EX_MESSAGE, role="status", **{"aria-live": "polite"}),
+                            dcc.Loading(
+                                html.Div(id=ids.EX_GRAPHS, className="graphs"),
+                                id=ids.EX_LOADING, type="default", delay_show=300,
+                            ),
+                            html.Div(id=ids.EX_NOTE, className="small text-muted mt-2"),
+                        ],
+                        lg=6, md=12, className="mb-3",
+                    ),
+                    dbc.Col(html.Aside(id=ids.EX_PANEL, **{"aria-label": "Privacy panel"}),
+                            lg=3, md=12),
+                ],
+            ),
+        ]
+    )

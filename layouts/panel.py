@@ -1,0 +1,114 @@
+"""The privacy side panel: what was released, with which ε, and what it means."""
+
+from __future__ import annotations
+
+import math
+
+import dash_bootstrap_components as dbc
+from dash import html
+
+from dp_engine.bands import NOISE_LABELS
+from layouts import ids
+from layouts.figures import _num
+from services.releases import ViewAnswer
+from services.roles import Role
+
+
+def _row(term: str, value, value_id: str | None = None, hint: str = "") -> list:
+    dd = html.Dd(value, id=value_id, className="mb-1") if value_id else html.Dd(
+        value, className="mb-1")
+    dt = html.Dt(term, className="small text-muted mb-0", title=hint or None)
+    return [dt, dd]
+
+
+def odds_sentence(epsilon: float) -> str:
+    factor = math.exp(epsilon) if epsilon < 700 else math.inf
+    return ("Whatever is shown, the odds of any guess about one patient change by at most a "
+            f"factor e^ε = {_num(factor)}.")
+
+
+def budget_meter(ans: ViewAnswer) -> html.Div:
+    if ans.budget_limit is None:
+        return html.Div([html.Div("Privacy budget", className="small text-muted"),
+                         html.Div("Unlimited (data owner)", className="small")],
+                        id=ids.EX_BUDGET)
+    used = ans.budget_spent / ans.budget_limit * 100 if ans.budget_limit else 100.0
+    colour = "success" if used < 60 else "warning" if used < 90 else "danger"
+    return html.Div(
+        [
+            html.Div("Privacy budget on this dataset", className="small text-muted"),
+            dbc.Progress(value=min(used, 100), color=colour, className="my-1",
+                         label=f"{used:.0f} %", style={"height": "1.1rem"}),
+            html.Div(f"spent ε {_num(ans.budget_spent)} of {_num(ans.budget_limit)} · "
+                     f"{_num(ans.budget_remaining)} left", className="small"),
+        ],
+        id=ids.EX_BUDGET,
+    )
+
+
+def panel(ans: ViewAnswer, granted: Role) -> dbc.Card:
+    """One answer's panel. Realized noise only for the owner (it is computed from true data)."""
+    lo, hi = ans.band
+    viewing = Role(ans.role)
+    role_txt = granted.label if viewing is granted else (
+        f"{granted.label}, previewing {viewing.label.lower()}")
+    rows: list = []
+    rows += _row("Role", role_txt, ids.PANEL_ROLE)
+    rows += _row("Noise factor and band",
+                 f"{ans.tier} ({NOISE_LABELS[ans.tier]}) · {lo:g}–{hi:g} %", ids.PANEL_BAND)
+    rows += _row("Mechanism", ans.mechanism_label, ids.PANEL_MECHANISM)
+    rows += _row("ε of this view", _num(ans.epsilon), ids.PANEL_EPSILON,
+                 "The privacy-loss parameter the mechanism was run with.")
+    rows += _row("Sensitivity S_f", ans.sensitivity, ids.PANEL_SENSITIVITY)
+    spent = ("0 — same request as before, stored answer shown (nothing charged)"
+             if ans.cached else _num(ans.epsilon_charged))
+    rows += _row("ε spent by this view", spent, ids.PANEL_SPENT)
+    if granted is Role.OWNER and ans.realized_noise_percent is not None:
+        rows += _row("Realized noise (owner only)", f"{ans.realized_noise_percent:.2f} %",
+                     ids.PANEL_REALIZED, "Computed against the true values; never shown to "
+                     "other roles.")
+    if ans.mechanism != "paper":
+        rows += _row(
+            "Expected error", f"± {_num(ans.expected_error)} "
+            f"{'patients' if ans.view == 'histogram' else ans.unit} per value "
+            f"(≈ {ans.expected_relative_error:.1f} % relative); hover a value for its "
+            "95 % interval", ids.PANEL_ERROR,
+        )
+    body = [
+        html.H2("Privacy", className="h5"),
+        html.Dl(rows, className="mb-2"),
+        html.P(odds_sentence(ans.epsilon), id=ids.PANEL_ODDS, className="small"),
+    ]
+    if ans.mechanism == "paper":
+        body.append(dbc.Alert(
+            [html.Strong("Not differentially private as labelled. "),
+             f"Each record is noised separately and the ε was searched on the data, so the "
+             f"released statistic's privacy loss is at least ε = {_num(ans.effective_epsilon)} "
+             "(effective ε), not the labelled one. Use sound mode to share."],
+            color="danger", id=ids.PANEL_EFFECTIVE, className="small"))
+    for flag in ans.flags:
+        body.append(dbc.Alert(flag, color="warning", className="small py-2"))
+    if ans.calibration_note and ans.mechanism != "paper":
+        body.append(html.P(ans.calibration_note, className="small text-muted"))
+    body.append(budget_meter(ans))
+    return dbc.Card(dbc.CardBody(body), className="privacy-panel")
+
+
+def compare_panel(answers: list[ViewAnswer], granted: Role) -> dbc.Card:
+    rows = []
+    for a in answers:
+        rows.append(html.Tr([html.Td(f"{a.tier} ({NOISE_LABELS[a.tier]})"),
+                             html.Td(_num(a.epsilon)),
+                             html.Td("–" if a.realized_noise_percent is None
+                                     else f"{a.realized_noise_percent:.2f} %")]))
+    table = dbc.Table([html.Thead(html.Tr([html.Th("Noise factor"), html.Th("ε"),
+                                           html.Th("Realized noise")])),
+                       html.Tbody(rows)], size="sm", className="mb-2")
+    return dbc.Card(dbc.CardBody([
+        html.H2("Privacy — compare", className="h5"), table,
+        html.P("The three tiers are nested: the medium-noise answer is the low-noise one plus "
+               "independent noise, and the high-noise one is the medium one plus noise.",
+               className="small"),
+        html.P(odds_sentence(answers[0].epsilon), id=ids.PANEL_ODDS, className="small"),
+        budget_meter(answers[0]),
+    ]), className="privacy-panel")

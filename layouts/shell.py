@@ -1,0 +1,68 @@
+"""The app frame: navigation bar, page container and the routing targets."""
+
+from __future__ import annotations
+
+import dash_bootstrap_components as dbc
+from dash import dcc, html
+
+from layouts import ids
+from services.roles import Role
+
+PAGES: dict[str, tuple[str, Role]] = {
+    "/": ("Explore", Role.THIRD_PARTY),
+    "/data": ("Data", Role.OWNER),
+    "/ledger": ("Ledger", Role.OWNER),
+    "/anonymize": ("Anonymize", Role.OWNER),
+}
+"""Path -> (label, lowest role that may open it)."""
+
+
+def layout() -> html.Div:
+    """Static frame; the page body is rendered per request by the routing callback."""
+    return html.Div(
+        [
+            dcc.Location(id=ids.URL, refresh=False),
+            dbc.Navbar(
+                dbc.Container(
+                    [
+                        html.A(
+                            [html.Img(src="/assets/logo.svg", height="30", alt=""),
+                             html.Span("Private Cohort Explorer", className="brand-text")],
+                            href="/", className="navbar-brand d-flex align-items-center gap-2",
+                        ),
+                        dbc.Nav(id=ids.NAV, className="me-auto", navbar=True),
+                        html.Div(id=ids.SESSION_BADGE, className="session-badge"),
+                    ],
+                    fluid=True,
+                ),
+                color="primary",
+                dark=True,
+                className="mb-3",
+            ),
+            dbc.Container(html.Main(id=ids.PAGE), fluid=True, className="pb-5"),
+        ]
+    )
+
+
+def nav_links(role: Role, pathname: str) -> list[dbc.NavItem]:
+    """Links to the pages this role may open."""
+    return [
+        dbc.NavItem(dbc.NavLink(label, href=path, active=path == pathname))
+        for path, (label, lowest) in PAGES.items()
+        if role.rank >= lowest.rank
+    ]
+
+
+def session_badge(user: str, role: Role, authenticated: bool) -> list:
+    items: list = [dbc.Badge(role.label, color="light", text_color="primary", className="me-2"),
+                   html.Span(user, className="text-white-50 small")]
+    if authenticated:
+        items.append(html.A("Log out", href="/logout", className="ms-3 link-light small"))
+    return items
+
+
+def forbidden(label: str) -> dbc.Alert:
+    return dbc.Alert(
+        f"The {label} page is for the data owner (the hospital). Your role cannot open it.",
+        color="warning",
+    )

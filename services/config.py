@@ -1,0 +1,76 @@
+"""Application configuration, read from the environment with safe embedded defaults."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class AppConfig:
+    """What the app needs to start. Defaults: SQLite ledger, sample cohort, one local owner."""
+
+    data_dir: Path = ROOT / "var"
+    database_url: str | None = None          # None -> sqlite file under data_dir
+    users_file: Path | None = None           # None -> embedded mode: one local owner, loopback only
+    secret_key: str | None = None
+    budgets: Mapping[str, float | None] = field(default_factory=dict)  # role -> ε limit
+    renewal_days: int | None = None
+    max_upload_bytes: int = 50_000_000
+    dataset_paths: tuple[Path, ...] = ()
+    host: str = "127.0.0.1"
+    port: int = 8050
+    debug: bool = False
+
+    @property
+    def ledger_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.data_dir / 'ledger.sqlite').as_posix()}"
+
+    def as_mapping(self) -> dict[str, Any]:
+        """The Flask-style mapping handed to the identity service."""
+        return {
+            "USERS_FILE": str(self.users_file) if self.users_file else None,
+            "SECRET_KEY": self.secret_key,
+            "HOST": self.host,
+        }
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> AppConfig:
+        env = os.environ if env is None else env
+        budgets = json.loads(env["COHORT_BUDGETS"]) if env.get("COHORT_BUDGETS") else {}
+        paths = tuple(Path(p) for p in env.get("COHORT_DATASETS", "").split(os.pathsep) if p)
+        return cls(
+            data_dir=Path(env.get("COHORT_DATA_DIR", str(ROOT / "var"))),
+            database_url=env.get("DATABASE_URL") or None,
+            users_file=Path(env["COHORT_USERS_FILE"]) if env.get("COHORT_USERS_FILE") else None,
+            secret_key=env.get("SECRET_KEY") or None,
+            budgets=budgets,
+            renewal_days=int(env["COHORT_BUDGET_RENEWAL_DAYS"])
+            if env.get("COHORT_BUDGET_RENEWAL_DAYS") else None,
+            max_upload_bytes=int(float(env.get("COHORT_MAX_UPLOAD_MB", "50")) * 1_000_000),
+            dataset_paths=paths,
+            host=env.get("HOST", "127.0.0.1"),
+            port=int(env.get("PORT", "8050")),
+            debug=env.get("DASH_DEBUG", "") == "1",
+        )
+
+    @classmethod
+    def coerce(cls, config: AppConfig | Mapping[str, Any] | None) -> AppConfig:
+        """Accept an AppConfig, a mapping of field overrides, or None (environment)."""
+        if isinstance(config, AppConfig):
+            return config
+        base = cls.from_env()
+        if not config:
+            return base
+        known = {k: v for k, v in config.items() if k in cls.__dataclass_fields__}
+        if "data_dir" in known:
+            known["data_dir"] = Path(known["data_dir"])
+        return replace(base, **known)

@@ -1,0 +1,43 @@
+"""Fixtures: a fresh app per test (own SQLite ledger), with a switchable session role."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.identity import Identity
+from services.roles import Role
+
+
+class SessionAs:
+    """Stands in for the server session: tests choose who is logged in."""
+
+    def __init__(self, role: Role, user: str | None = None) -> None:
+        self.identity = Identity(user or f"test-{role.value}", role, True)
+
+    def current(self) -> Identity:
+        return self.identity
+
+    def set(self, role: Role, user: str | None = None) -> None:
+        self.identity = Identity(user or f"test-{role.value}", role, True)
+
+
+@pytest.fixture
+def explore_app(tmp_path):
+    from app import create_app, services_of
+
+    app = create_app({"data_dir": tmp_path}, seed=20261126)
+    services = services_of(app)
+    services.identity = SessionAs(Role.OWNER)
+    return app
+
+
+@pytest.fixture
+def session(explore_app) -> SessionAs:
+    from app import services_of
+
+    return services_of(explore_app).identity
+
+
+@pytest.fixture
+def client(explore_app):
+    return explore_app.server.test_client()

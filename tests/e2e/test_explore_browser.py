@@ -1,0 +1,133 @@
+"""The Explore page in a real headless Chromium (dash[testing]); screenshots go to docs/."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+from pathlib import Path
+
+import pytest
+
+from layouts import ids
+from services.roles import Role
+
+pytestmark = pytest.mark.e2e
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+GRAPH = ".dp-graph .js-plotly-plot"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start(dash_duo, tmp_path, role: Role = Role.OWNER):
+    from app import create_app, services_of
+    from tests.app.conftest import SessionAs
+
+    app = create_app({"data_dir": tmp_path}, seed=42)
+    if role is not Role.OWNER:
+        services_of(app).identity = SessionAs(role)
+    dash_duo.start_server(app, port=_free_port())
+    dash_duo.wait_for_element(GRAPH, timeout=30)
+    return app
+
+
+def _data(dash_duo, index: int = 0) -> str:
+    """The plotted data as JSON (Plotly 7 ships arrays base64-encoded: read it in JS)."""
+    return dash_duo.driver.execute_script(
+        "const g = document.querySelectorAll(arguments[0])[arguments[1]];"
+        "return g ? JSON.stringify(g.data) : null;", GRAPH, index)
+
+
+def _trace_types(dash_duo) -> set[str]:
+    return {t.get("type") for t in json.loads(_data(dash_duo) or "[]")}
+
+
+def _title(dash_duo) -> str:
+    return dash_duo.driver.execute_script(
+        "const g = document.querySelector(arguments[0]);"
+        "return g && g.layout.title ? g.layout.title.text : '';", GRAPH)
+
+
+def _text(dash_duo, element_id: str) -> str:
+    return dash_duo.find_element(f"#{element_id}").text
+
+
+def _wait_change(dash_duo, before: str, timeout: float = 20) -> str:
+    dash_duo.wait_for_element(GRAPH, timeout=timeout)
+    import time
+
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        now = _data(dash_duo)
+        if now and now != before:
+            return now
+        time.sleep(0.2)
+    raise AssertionError("the figure did not change")
+
+
+def _severe(logs: list[dict]) -> list[dict]:
+    return [e for e in logs if e.get("level") == "SEVERE"]
+
+
+def test_page_loads_and_each_preset_renders_its_figure(dash_duo, tmp_path):
+    _start(dash_duo, tmp_path)
+    assert _severe(dash_duo.get_logs()) == []
+    expected = {"fig2": {"bar"}, "fig3": {"bar"}, "fig4": {"box", "scatter"}, "fig5": {"bar"}}
+    before = ""
+    for key, types in expected.items():
+        dash_duo.select_dcc_dropdown(f"#{ids.EX_PRESET}", index=list(expected).index(key))
+        before = _wait_change(dash_duo, before)
+        dash_duo.wait_for_text_to_equal(f"#{ids.EX_MESSAGE}", "", timeout=10)
+        assert _trace_types(dash_duo) == types, key
+        dash_duo.driver.save_screenshot(str(DOCS / f"{key}.png"))
+    assert "10–20 %" in _text(dash_duo, ids.PANEL_BAND)      # Fig. 5 is at high noise
+    assert _severe(dash_duo.get_logs()) == []
+
+
+def test_changing_role_changes_epsilon_band_and_figure(dash_duo, tmp_path):
+    _start(dash_duo, tmp_path)
+    owner_fig, owner_eps = _data(dash_duo), _text(dash_duo, ids.PANEL_EPSILON)
+    assert "0–5 %" in _text(dash_duo, ids.PANEL_BAND)
+    assert "Realized noise" in dash_duo.find_element(f"#{ids.EX_PANEL}").text
+    dash_duo.find_element(f"#{ids.EX_ROLE} input[value='collaborator']").click()
+    collab_fig = _wait_change(dash_duo, owner_fig)
+    dash_duo.wait_for_contains_text(f"#{ids.PANEL_BAND}", "5–10 %", timeout=10)
+    collab_eps = _text(dash_duo, ids.PANEL_EPSILON)
+    assert float(collab_eps) < float(owner_eps)
+    assert collab_fig != owner_fig
+    # the side panel's ε is the one the figure is labelled with
+    assert re.search(rf"ε = {re.escape(collab_eps)}\b", _title(dash_duo))
+
+
+def test_compare_mode_shows_three_panels(dash_duo, tmp_path):
+    _start(dash_duo, tmp_path)
+    dash_duo.find_element(f"#{ids.EX_COMPARE}").click()
+    dash_duo.wait_for_element(f"{GRAPH}", timeout=20)
+    import time
+
+    end = time.monotonic() + 20
+    while time.monotonic() < end and len(dash_duo.find_elements(GRAPH)) != 3:
+        time.sleep(0.2)
+    assert len(dash_duo.find_elements(GRAPH)) == 3
+    titles = dash_duo.driver.execute_script(
+        "return [...document.querySelectorAll(arguments[0])].map(g => g.layout.title.text);",
+        GRAPH)
+    assert [("low" in t, "medium" in t, "high" in t) for t in titles] == [
+        (True, False, False), (False, True, False), (False, False, True)]
+    dash_duo.driver.save_screenshot(str(DOCS / "compare.png"))
+
+
+def test_paper_mode_is_absent_for_a_third_party(dash_duo, tmp_path):
+    _start(dash_duo, tmp_path, Role.THIRD_PARTY)
+    page = dash_duo.find_element(f"#{ids.PAGE}").text
+    assert "Paper (PyDPLib)" not in page
+    options = dash_duo.find_elements(f"#{ids.EX_ROLE} input")
+    assert [o.get_attribute("value") for o in options] == ["third_party"]
+    assert "Realized" not in dash_duo.find_element(f"#{ids.EX_PANEL}").text
+    dash_duo.driver.set_window_size(390, 844)
+    dash_duo.driver.save_screenshot(str(DOCS / "phone-third-party.png"))
+    assert _severe(dash_duo.get_logs()) == []
