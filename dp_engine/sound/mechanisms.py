@@ -62,6 +62,15 @@ def lattice_step(scale: float, elements: int = 1) -> float:
     return 2.0 ** math.floor(math.log2(scale / (2.0**GRID_BITS * max(elements, 1))))
 
 
+def laplace_step(sensitivity: float, epsilon: float, changed: int = 1) -> float:
+    """Lattice step of ``laplace``: a power of two ≤ min(Δ, Δ/ε)/(2^12 · changed).
+
+    Then the scale (Δ + changed·Λ)/ε is at most (1 + 2^-12)·Δ/ε, and the noise has
+    at least 2^12 lattice points per scale.
+    """
+    return lattice_step(min(sensitivity, sensitivity / epsilon), changed)
+
+
 def lattice_laplace(
     x: np.ndarray, sensitivity: float, epsilon: float, rng: np.random.Generator, changed: int
 ) -> tuple[np.ndarray, float, float]:
@@ -70,12 +79,12 @@ def lattice_laplace(
     ``changed`` is how many elements one record can move. Returns (noisy values,
     lattice step Λ, scale b in value units) with b = (Δ + changed·Λ)/ε.
     """
-    step = lattice_step(sensitivity / epsilon, changed)
+    step = laplace_step(sensitivity, epsilon, changed)
     scale = (sensitivity + changed * step) / epsilon
     inv = 1.0 / step  # exact: step is a power of two
     if x.size and float(np.abs(x).max()) * inv + 50.0 * scale * inv >= _EXACT:
         raise DataTypeError(
-            "The values are too large compared with the noise scale to be perturbed exactly; "
+            "The values are too large compared with the sensitivity to be perturbed exactly; "
             "rescale them (e.g. change the unit) or use a larger sensitivity."
         )
     out = dlap_noise(scale * inv, x.shape, rng)
@@ -86,16 +95,23 @@ def lattice_laplace(
     return out, step, scale
 
 
-def laplace(value: Any, sensitivity: float, epsilon: float, *, rng: RngLike = None):
-    """Floating-point-safe Laplace mechanism: ε-DP for a query of L1 sensitivity Δ.
+def laplace(
+    value: Any, sensitivity: float, epsilon: float, *, changed: int = 1, rng: RngLike = None
+):
+    """Floating-point-safe Laplace mechanism, noise of scale ≈ Δ/ε on every element.
 
-    Each element gets independent noise of scale ≈ Δ/ε (raised by the factor
-    1 + m·Λ/Δ ≤ 1 + 2^-12 to pay for snapping). Returns a float for scalar input.
+    ε-DP when one record moves at most ``changed`` elements of ``value`` by a total
+    (L1) of Δ: the default 1 covers a scalar query, per-record noising and disjoint
+    cells. For a vector query where one record can move every element, pass
+    ``changed=value.size``. Snapping to the lattice raises the scale to
+    (Δ + changed·Λ)/ε ≤ (1 + 2^-12)·Δ/ε. Returns a float for scalar input.
     """
     epsilon = check_epsilon(epsilon)
     sensitivity = check_sensitivity(sensitivity)
+    if int(changed) != changed or changed < 1:
+        raise DataTypeError(f"changed must be a whole number ≥ 1 (got {changed!r}).")
     x = finite_array(value)
-    out, _, _ = lattice_laplace(x, sensitivity, epsilon, as_generator(rng), changed=x.size)
+    out, _, _ = lattice_laplace(x, sensitivity, epsilon, as_generator(rng), int(changed))
     return _shaped(out, value)
 
 
