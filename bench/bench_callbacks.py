@@ -288,7 +288,7 @@ def run(config: BenchConfig) -> list[Table]:
     try:
         _ids()
         cohorts: list[tuple[str, Path | None, float, int]] = [
-            ("920 (sample)", None, UNCACHED_SMALL_MAX, max(3, config.repeats)),
+            ("920 (sample)", None, UNCACHED_SMALL_MAX, max(1, min(5, config.repeats))),
             (fmt_n(config.big_n), cohort_csv(config.big_n, config.data_dir), UNCACHED_BIG_MAX,
              max(1, min(3, config.repeats))),
         ]
