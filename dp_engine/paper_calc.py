@@ -9,7 +9,7 @@ import numpy as np
 from dp_engine.bands import band as noise_band
 from dp_engine.errors import DataTypeError
 from dp_engine.paper_data import Prepared, prepare, restore
-from dp_engine.paper_fit import effective_epsilon, inverse_denominators, sensitivity_from
+from dp_engine.paper_fit import check_bounds, effective_epsilon, sensitivity_from
 from dp_engine.paper_search import REPETITIONS, NoiseProbe, run_search, unit_laplace, validate_grid
 from dp_engine.paper_types import QUERY_TYPES, PaperResult, query_code
 from dp_engine.rng import as_generator
@@ -26,6 +26,7 @@ def dp_calculate(
     rng: np.random.Generator | None = None,
     categories: object = None,
     statistic: str | None = None,
+    bounds: tuple[float, float] | None = None,
 ) -> PaperResult:
     """Noise every record for ``query_type`` with the ε Algorithm 1 finds (paper Figure 1).
 
@@ -38,6 +39,9 @@ def dp_calculate(
     - ``epsilons``: the ε grid (default ``DEFAULT_EPSILONS``); ``statistic`` only refines
       ``effective_epsilon`` for query 1 ("count" data or raw values binned into a
       "histogram").
+    - ``bounds``: public (a, b) for S_f instead of the data's own min and max (not in the
+      paper, which derives them from the data; useful to audit the labelled ε). The Eq. 4
+      fit still uses the data's range.
 
     The released data are the first of the five search repetitions at the chosen ε (no new
     draw); ``noise_percent`` is their realized noise against the true values, while the
@@ -53,14 +57,24 @@ def dp_calculate(
             "use a count (1) or a median (3) of the category codes."
         )
     x = prep.values
-    span = float(x.max() - x.min())
+    if bounds is None:
+        span = float(x.max() - x.min())
+    elif prep.kind == "category":
+        raise DataTypeError("Bounds do not apply to categories; their codes span k - 1.")
+    else:
+        lower, upper = check_bounds(bounds)
+        span = upper - lower
     sens = sensitivity_from(code, span, prep.n)
     fit = bool(is_range) or prep.kind == "category"
     probe = NoiseProbe(x, prep.kind, fit, unit_laplace(as_generator(rng), REPETITIONS, x.size))
     idx, found, steps = run_search(probe, sens, band, grid)
     eps = float(grid[idx])
     row = probe.release(x, sens / eps)
-    realized = float(100.0 * np.dot(np.abs(row - x), inverse_denominators(x)) / x.size)
+    diff = np.subtract(row, x)
+    np.abs(diff, out=diff)
+    diff *= probe.invd
+    realized = float(100.0 * diff.sum() / x.size)
+    del diff
     if sens == 0.0:
         eff = math.inf  # nothing was noised: the values are released exactly
     else:

@@ -191,7 +191,7 @@ def prepare(data: object, data_type: object = None, categories: object = None) -
         raise EmptyDataError("There are no values to analyse; choose a non-empty column.")
     missing = _missing_mask(arr)
     kept = ~missing
-    valid = arr[kept]
+    valid = arr if not missing.any() else arr[kept]
     if valid.size == 0:
         raise EmptyDataError(
             f"All {arr.size} values are missing; choose a column with recorded values."

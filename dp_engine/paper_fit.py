@@ -116,14 +116,18 @@ _MIN_DENOMINATOR = 1e-30
 
 
 def inverse_denominators(true: np.ndarray, dtype: type = np.float64) -> np.ndarray:
-    """1/d per record for the noise % (d = |x|, or the column range where x is 0)."""
+    """1/d per record for the noise % (d = |x|, or the column range where x is 0).
+
+    Computed in ``dtype`` with one n-sized array (the search uses float32).
+    """
     span = float(true.max() - true.min())
     zero_d = span if span > 0 else 1.0
-    d = np.abs(true)
+    d = np.empty(true.shape, dtype=dtype)
+    np.abs(true, out=d, casting="same_kind")
     d[d == 0] = zero_d
     # Floor so a denormal value cannot overflow 1/d (its relative noise is astronomical anyway).
     np.maximum(d, _MIN_DENOMINATOR, out=d)
-    return np.reciprocal(d, out=d).astype(dtype, copy=False)
+    return np.reciprocal(d, out=d)
 
 
 def noise_percent(true: object, noised: object) -> float:
@@ -153,7 +157,8 @@ def noise_percent(true: object, noised: object) -> float:
     return float(100.0 * np.dot(diff, inverse_denominators(t)) / t.size)
 
 
-def _check_bounds(bounds: object) -> tuple[float, float]:
+def check_bounds(bounds: object) -> tuple[float, float]:
+    """(a, b) as floats; InvalidBoundsError unless both are finite and a < b."""
     try:
         a, b = (float(v) for v in bounds)  # type: ignore[attr-defined]
     except (TypeError, ValueError):
@@ -190,7 +195,7 @@ def sensitivity(query_type: object, data: object, bounds: object = None) -> floa
     if bounds is None:
         span = float(prep.values.max() - prep.values.min())
     else:
-        a, b = _check_bounds(bounds)
+        a, b = check_bounds(bounds)
         span = b - a
     return sensitivity_from(code, span, prep.n)
 

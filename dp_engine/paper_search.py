@@ -11,6 +11,7 @@ the search says so (``found=False``) and returns the probed ε whose noise came 
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 
@@ -61,15 +62,21 @@ def validate_grid(epsilons: object) -> np.ndarray:
 def unit_laplace(rng: np.random.Generator, repetitions: int, n: int) -> np.ndarray:
     """(repetitions, n) float32 Laplace(0, 1) noise: an exponential with a random sign.
 
-    Exactly Laplace distributed, and about twice as fast as ``Generator.laplace`` because
-    the exponential uses the ziggurat and the signs come 64 to a raw draw.
+    Exactly Laplace distributed and several times faster than ``Generator.laplace``: the
+    exponential uses the ziggurat, the signs come 64 to a raw draw and are OR-ed into the
+    float32 sign bit (the exponential is never negative), one row at a time so the only
+    temporary is n bytes.
     """
-    size = repetitions * n
-    noise = rng.standard_exponential(size, dtype=np.float32)
-    raw = rng.bit_generator.random_raw((size + 63) // 64)
-    signs = np.unpackbits(np.ascontiguousarray(raw).view(np.uint8), count=size).view(bool)
-    np.negative(noise, out=noise, where=signs)
-    return noise.reshape(repetitions, n)
+    noise = np.empty((repetitions, n), dtype=np.float32)
+    top = 3 if sys.byteorder == "little" else 0  # the byte holding the float32 sign bit
+    for row in noise:
+        rng.standard_exponential(dtype=np.float32, out=row)
+        raw = rng.bit_generator.random_raw((n + 63) // 64)
+        signs = np.unpackbits(np.ascontiguousarray(raw).view(np.uint8), count=n)
+        np.left_shift(signs, 7, out=signs)
+        high = row.view(np.uint8)[top::4]
+        np.bitwise_or(high, signs, out=high)
+    return noise
 
 
 def search_kind(data_type: object) -> str:
