@@ -11,7 +11,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import flask
 from dash import Dash
+from werkzeug.exceptions import HTTPException
 from services.identity import assert_bind_allowed, init_auth
 
 from callbacks import explore as explore_callbacks
@@ -21,6 +23,7 @@ from services.config import AppConfig
 from services.container import Services, build_services
 
 ROOT = Path(__file__).resolve().parent
+log = logging.getLogger(__name__)
 
 
 def create_app(config: AppConfig | Mapping[str, Any] | None = None, *,
@@ -38,6 +41,7 @@ def create_app(config: AppConfig | Mapping[str, Any] | None = None, *,
     )
     app.layout = shell.layout()
     init_auth(app.server, cfg.as_mapping())
+    install_error_handlers(app.server)
     app.server.extensions["cohort"] = services
     register_callbacks(app, services)
     return app
@@ -53,6 +57,20 @@ def register_callbacks(app: Dash, services: Services) -> None:
         except ModuleNotFoundError:
             continue
         module.register_callbacks(app, services)
+
+
+def install_error_handlers(server: flask.Flask) -> None:
+    """A malformed or forged request gets a plain 400, never a 500 with a traceback."""
+
+    @server.errorhandler(Exception)
+    def _unexpected(exc: Exception):
+        if isinstance(exc, HTTPException):
+            return exc
+        log.warning("Rejected request to %s: %r", flask.request.path, exc)
+        if flask.request.path.endswith("/_dash-update-component"):
+            return flask.jsonify(message="This request could not be processed. Nothing was "
+                                         "changed; reload the page and try again."), 400
+        return "This request could not be processed. Nothing was changed.", 400
 
 
 def services_of(app: Dash) -> Services:

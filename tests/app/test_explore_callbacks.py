@@ -127,3 +127,23 @@ def test_compare_mode_shows_three_nested_tiers_for_the_owner(client):
     reply = render(client, compare=True)
     assert reply.status == 200, reply.text
     assert len(reply.figures()) == 3
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"output": "..nope.children..", "outputs": [], "inputs": [], "changedPropIds": []},
+        {"output": 42},
+        ["not", "an", "object"],
+    ],
+)
+def test_a_malformed_dash_request_is_a_400_never_a_500(client, payload):
+    resp = client.post("/_dash-update-component", json=payload)
+    assert resp.status_code == 400
+    assert "Traceback" not in resp.get_data(as_text=True)
+
+
+def test_non_json_body_is_refused_plainly(client):
+    resp = client.post("/_dash-update-component", data=b"\x00\xff garbage",
+                       content_type="application/json")
+    assert 400 <= resp.status_code < 500
