@@ -66,7 +66,8 @@ def dp_calculate(
         span = upper - lower
     sens = sensitivity_from(code, span, prep.n)
     fit = bool(is_range) or prep.kind == "category"
-    probe = NoiseProbe(x, prep.kind, fit, unit_laplace(as_generator(rng), REPETITIONS, x.size))
+    unit = unit_laplace(as_generator(rng), REPETITIONS, x.size)
+    probe = NoiseProbe(x, prep.kind, fit, unit, max_scale=sens / float(grid[0]))
     idx, found, steps = run_search(probe, sens, band, grid)
     eps = float(grid[idx])
     row = probe.release(x, sens / eps)

@@ -141,8 +141,9 @@ def _infer_kind(valid: np.ndarray) -> str:
     if all(issubclass(t, int | float | np.number) for t in seen):
         return "float"
     raise DataTypeError(
-        "The values mix types (e.g. text and numbers); clean the column or declare it as "
-        "str to treat every value as a category."
+        "The values are not all numbers, all booleans or all text (e.g. text mixed with "
+        "numbers, or dates); clean the column or declare it as str to treat every value "
+        "as a category."
     )
 
 

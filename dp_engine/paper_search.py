@@ -88,13 +88,19 @@ def search_kind(data_type: object) -> str:
 class NoiseProbe:
     """Mean noise % over the repetitions at a given noise scale, without new draws.
 
-    Works in float32 (well inside the band tolerances) with one n-sized buffer. Large
-    integers and codes fall back to float64 so rounding stays exact.
+    Works in float32 (well inside the band tolerances) with one n-sized buffer. Integers
+    beyond float32's exact range, or values and noise scales that could overflow it
+    (``max_scale`` = S_f / smallest ε), fall back to float64; a noise % that still
+    overflows counts as infinite ("too much noise").
     """
 
-    def __init__(self, x: np.ndarray, kind: str, fit: bool, unit: np.ndarray) -> None:
-        big = kind in ("int", "category") and float(np.max(np.abs(x))) >= 2.0**22
-        self.dtype = np.float64 if big else np.float32
+    def __init__(
+        self, x: np.ndarray, kind: str, fit: bool, unit: np.ndarray, max_scale: float = 0.0
+    ) -> None:
+        xmax = float(np.max(np.abs(x)))
+        reach = xmax + max_scale * float(np.max(np.abs(unit)))
+        exact_ints = kind in ("int", "category") and xmax >= 2.0**22
+        self.dtype = np.float64 if exact_ints or not reach < 1e30 else np.float32
         self.kind = kind
         self.fit = fit and kind != "bool"
         self.unit = unit
@@ -115,7 +121,8 @@ class NoiseProbe:
     def percent(self, scale: float) -> float:
         """Noise % averaged over the repetitions at noise scale S_f/ε."""
         if self.linear is not None:
-            return 100.0 * scale * self.linear
+            pct = 100.0 * scale * self.linear
+            return pct if math.isfinite(pct) else math.inf
         buf, x = self.buf, self.x
         s = self.dtype(scale)
         total = 0.0
@@ -139,7 +146,8 @@ class NoiseProbe:
             buf -= x
             np.abs(buf, out=buf)
             total += float(np.dot(buf, self.invd))
-        return 100.0 * total / self.unit.size
+        pct = 100.0 * total / self.unit.size
+        return pct if math.isfinite(pct) else math.inf  # overflow: astronomically noisy
 
     def release(self, x: np.ndarray, scale: float) -> np.ndarray:
         """The released float64 row: x + scale * u[0], fitted / rounded as in ``percent``."""
@@ -223,7 +231,8 @@ def binary_search_epsilon(
     kind = search_kind(data_type)
     gen = as_generator(rng)
     fit = bool(is_range) or kind == "category"
-    probe = NoiseProbe(x, kind, fit, unit_laplace(gen, int(repetitions), x.size))
+    unit = unit_laplace(gen, int(repetitions), x.size)
+    probe = NoiseProbe(x, kind, fit, unit, max_scale=sens / float(grid[0]))
     idx, found, steps = run_search(probe, sens, band, grid)
     eps = float(grid[idx])
     return eps, found, steps, probe.release(x, sens / eps)

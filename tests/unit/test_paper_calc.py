@@ -349,3 +349,10 @@ def test_public_bounds_set_the_sensitivity_not_the_fit():
         dp_calculate(data, 2, 1, rng=rng(), bounds=(3.0, 3.0))
     with pytest.raises(DataTypeError):
         dp_calculate(["a", "b"], 3, 1, rng=rng(), bounds=(0.0, 1.0))
+
+
+def test_huge_values_and_scales_do_not_overflow_into_nan():
+    for data in ([1e35, -2e35, 3e35], [1e300, 2e300, -1e300]):
+        res = dp_calculate(data, 2, 1, float, True, rng=rng())
+        assert not any(math.isnan(s.noise_percent) for s in res.steps)
+        assert_valid_trace(res.steps, DEFAULT_EPSILONS.size, res.band, res.found)
