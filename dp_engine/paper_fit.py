@@ -47,20 +47,19 @@ def fit_rows(noised: np.ndarray, min_r: float, max_r: float, kind: str) -> np.nd
         np.greater(noised, 0.5, out=noised, casting="unsafe")
         return noised
     lo = noised.min(axis=-1, keepdims=True)
-    hi = noised.max(axis=-1, keepdims=True)
-    spread = hi - lo
+    spread = noised.max(axis=-1, keepdims=True) - lo
     flat = spread <= 0
-    scale = np.where(flat, 0.0, (max_r - min_r) / np.where(flat, 1.0, spread))
-    offset = np.where(flat, 0.0, min_r - scale * lo)
     if np.any(flat):
         rows = flat[..., 0]
         if noised.ndim == 1:
             np.clip(noised, min_r, max_r, out=noised)
         else:
             noised[rows] = np.clip(noised[rows], min_r, max_r)
-        scale = np.where(flat, 1.0, scale)
-    noised *= scale.astype(noised.dtype, copy=False)
-    noised += offset.astype(noised.dtype, copy=False)
+    # (x' - min) / spread lies in [0, 1] and cannot overflow, even for a denormal spread.
+    noised -= np.where(flat, 0.0, lo).astype(noised.dtype, copy=False)
+    noised /= np.where(flat, 1.0, spread).astype(noised.dtype, copy=False)
+    noised *= np.where(flat, 1.0, max_r - min_r).astype(noised.dtype, copy=False)
+    noised += np.where(flat, 0.0, min_r).astype(noised.dtype, copy=False)
     if kind in ("int", "category"):
         np.rint(noised, out=noised)
     # Guard against rounding pushing a value a hair outside the range.

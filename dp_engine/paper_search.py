@@ -133,10 +133,15 @@ class NoiseProbe:
                 np.greater(buf, 0.5, out=buf, casting="unsafe")
             elif self.fit:
                 lo, hi = float(buf.min()), float(buf.max())
-                if hi > lo:
-                    a = (self.max_r - self.min_r) / (hi - lo)
+                a = (self.max_r - self.min_r) / (hi - lo) if hi > lo else math.inf
+                if a < 1e30:  # Eq. 4 as one multiply-add
                     buf *= self.dtype(a)
                     buf += self.dtype(self.min_r - a * lo)
+                elif hi > lo:  # tiny spread: the overflow-free form of fit_rows
+                    buf -= self.dtype(lo)
+                    buf /= self.dtype(hi - lo)
+                    buf *= self.dtype(self.max_r - self.min_r)
+                    buf += self.dtype(self.min_r)
                 else:
                     np.clip(buf, self.min_r, self.max_r, out=buf)
                 if self.kind != "float":

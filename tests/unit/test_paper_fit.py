@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dp_engine.errors import DataTypeError, InvalidBoundsError, InvalidEpsilonError
 from dp_engine.paper import (
@@ -171,3 +173,26 @@ def test_effective_epsilon_rejects_bad_input():
         effective_epsilon(2, 0.1, 0)
     with pytest.raises(DataTypeError):
         effective_epsilon(2, 0.1, 10, statistic="histogram")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    noised=st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=1, max_size=30),
+    range_values=st.lists(st.integers(-1000, 1000), min_size=1, max_size=8),
+    kind=st.sampled_from(["float", "int", "category"]),
+)
+def test_fit_stays_in_range_and_keeps_the_order(noised, range_values, kind):
+    out = fit_data_to_range(noised, range_values, kind).astype(float)
+    lo, hi = min(range_values), max(range_values)
+    assert np.all((out >= lo) & (out <= hi))
+    order = np.argsort(noised, kind="stable")
+    assert np.all(np.diff(out[order]) >= 0)  # Eq. 4 and rounding/snapping are monotone
+    if kind == "category":
+        assert set(out.tolist()) <= {float(v) for v in range_values}
+    if kind == "float" and max(noised) > min(noised):
+        assert out.min() == pytest.approx(lo) and out.max() == pytest.approx(hi)
+
+
+def test_fit_with_a_denormal_spread_does_not_overflow():
+    out = fit_data_to_range([0.0, 5e-324, 1e-320], [0.0, 10.0], float)
+    assert np.all(np.isfinite(out)) and out[0] == 0.0 and out[-1] == pytest.approx(10.0)
