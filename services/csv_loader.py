@@ -1,0 +1,279 @@
+"""Read an uploaded or configured CSV file safely: size, binary, encoding, delimiter, header.
+
+Every refusal is a DatasetError whose message a data owner can act on. The parsing itself
+is one ``pandas.read_csv`` call on the original bytes (the C parser), so loading stays close
+to a bare ``read_csv``; the checks before it only look at the first few kilobytes.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import warnings
+from collections import Counter
+from dataclasses import dataclass
+
+import pandas as pd
+
+from dp_engine.schema import ColumnKind, Schema
+from services.dataset_errors import DatasetError
+from services.frame_normalization import apply_schema
+from services.load_report import LoadReport
+from services.schema_inference import propose_schema
+from services.value_parsing import EXTRA_NA
+
+DELIMITERS = (",", ";", "\t", "|")
+HEAD_BYTES = 64 * 1024
+
+_MAGIC = (
+    (b"PK\x03\x04", "an Excel workbook or a ZIP archive"),
+    (b"\xd0\xcf\x11\xe0", "an old Excel (.xls) or Word file"),
+    (b"%PDF", "a PDF document"),
+    (b"\x89PNG", "a PNG image"),
+    (b"\xff\xd8\xff", "a JPEG image"),
+    (b"\x1f\x8b", "a gzip archive"),
+    (b"PAR1", "a Parquet file"),
+    (b"SQLite format 3", "a SQLite database"),
+)
+
+
+@dataclass(frozen=True)
+class RawTable:
+    """A CSV file read as pandas saw it, before the schema is applied."""
+
+    frame: pd.DataFrame
+    delimiter: str
+    encoding: str
+    warnings: tuple[str, ...]
+
+
+def mb(n: int) -> str:
+    return f"{n / 1_000_000:.1f} MB"
+
+
+def _check_size_and_kind(content: bytes, filename: str, max_bytes: int) -> bytes:
+    if len(content) > max_bytes:
+        raise DatasetError(
+            f"'{filename}' is {mb(len(content))}, above the upload limit of {mb(max_bytes)}. "
+            "Export fewer rows or columns, or ask the administrator to raise the limit."
+        )
+    if not content or content.isspace():
+        raise DatasetError(f"'{filename}' is empty. Export the table again with its rows.")
+    for magic, what in _MAGIC:
+        if content.startswith(magic):
+            raise DatasetError(
+                f"'{filename}' is {what}, not a CSV text file. "
+                "Open it in its program and save or export it as CSV (comma-separated values)."
+            )
+    if content.startswith((b"\xff\xfe", b"\xfe\xff")):  # UTF-16 "Unicode text" export
+        try:
+            return content.decode("utf-16").encode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DatasetError(f"'{filename}' is not readable UTF-16 text.") from exc
+    head = content[:HEAD_BYTES]
+    control = sum(head.count(bytes([b])) for b in range(32) if b not in (9, 10, 13))
+    if b"\x00" in head or control > 0.01 * len(head):
+        raise DatasetError(
+            f"'{filename}' contains binary data, so it is not a CSV text file "
+            "(was another file type renamed to .csv?). Export the table as CSV and upload that."
+        )
+    return content
+
+
+def _encoding(content: bytes) -> tuple[str, tuple[str, ...]]:
+    if content.startswith(b"\xef\xbb\xbf"):
+        return "utf-8-sig", ()
+    if content.isascii():
+        return "utf-8", ()
+    try:
+        content.decode("utf-8")
+        return "utf-8", ()
+    except UnicodeDecodeError:
+        pass
+    try:
+        content.decode("cp1252")
+        enc = "cp1252"
+    except UnicodeDecodeError:
+        enc = "latin-1"
+    return enc, (
+        f"The file is not UTF-8; it was read as {enc} (Windows/Latin-1). "
+        "Check that accented characters look right.",
+    )
+
+
+def _head_lines(content: bytes, encoding: str) -> list[str]:
+    head = content[:HEAD_BYTES].decode(encoding, errors="replace")
+    lines = head.splitlines()
+    if len(content) > HEAD_BYTES and len(lines) > 1:
+        lines = lines[:-1]  # the last line may be cut in half
+    return [ln for ln in lines[:50] if ln.strip()]
+
+
+def sniff_delimiter(lines: list[str]) -> str:
+    """The delimiter giving the same number (>1) of fields on most of the first lines."""
+    best, best_score = ",", (0.0, 0)
+    for delim in DELIMITERS:
+        try:
+            widths = [len(r) for r in csv.reader(lines, delimiter=delim)]
+        except csv.Error:
+            continue
+        if not widths or widths[0] < 2:
+            continue
+        agree = sum(w == widths[0] for w in widths) / len(widths)
+        score = (agree, widths[0])
+        if score > best_score:
+            best, best_score = delim, score
+    return best
+
+
+def _header(lines: list[str], delim: str, filename: str) -> list[str]:
+    try:
+        names = next(csv.reader(lines[:1], delimiter=delim))
+    except (csv.Error, StopIteration) as exc:
+        raise DatasetError(f"The first line of '{filename}' is not a readable header.") from exc
+    names = [n.strip() for n in names]
+    counts = Counter(n for n in names if n)
+    dupes = sorted(n for n, c in counts.items() if c > 1)
+    if dupes:
+        raise DatasetError(
+            f"'{filename}' has duplicate column names: {', '.join(dupes)}. "
+            "Give every column a unique name in the header row."
+        )
+    return names
+
+
+def _parse(
+    content: bytes, encoding: str, delim: str, filename: str, dtypes: dict[str, str]
+) -> pd.DataFrame:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return pd.read_csv(
+                io.BytesIO(content), sep=delim, encoding=encoding, na_values=EXTRA_NA,
+                encoding_errors="replace", dtype=dtypes or None, low_memory=False,
+            )
+    except pd.errors.EmptyDataError as exc:
+        raise DatasetError(f"'{filename}' has no header row and no data.") from exc
+    except pd.errors.ParserError as exc:
+        detail = str(exc).split("Error tokenizing data. C error: ")[-1].strip()
+        raise DatasetError(
+            f"'{filename}' could not be read as a table: {detail}. "
+            "Check that every row has as many values as the header and that quotes are closed."
+        ) from exc
+    except (ValueError, OverflowError, csv.Error) as exc:
+        raise DatasetError(f"'{filename}' could not be read as a table ({exc}).") from exc
+
+
+def _fix_columns(frame: pd.DataFrame, names: list[str], filename: str) -> tuple[pd.DataFrame, list]:
+    notes = []
+    if len(names) != frame.shape[1]:
+        names = [str(c).strip() for c in frame.columns]
+    blank = [i for i, n in enumerate(names) if not n or n.startswith("Unnamed: ")]
+    empty_blank = [i for i in blank if frame.iloc[:, i].isna().all()]
+    named_blank = [i for i in blank if i not in empty_blank]
+    if named_blank:
+        cols = ", ".join(str(i + 1) for i in named_blank)
+        raise DatasetError(
+            f"Column(s) {cols} of '{filename}' have values but no name. "
+            "Give every column a name in the header row."
+        )
+    if empty_blank:
+        notes.append(f"Dropped {len(empty_blank)} empty column(s) without a name.")
+    keep = [i for i in range(frame.shape[1]) if i not in empty_blank]
+    frame = frame.iloc[:, keep]
+    frame.columns = [names[i] for i in keep]
+    if frame.shape[1] == 0:
+        raise DatasetError(f"'{filename}' has no named columns.")
+    return frame, notes
+
+
+_CATEGORY_KINDS = frozenset(
+    {ColumnKind.CATEGORICAL, ColumnKind.BOOLEAN, ColumnKind.DATE, ColumnKind.ORDINAL}
+)
+
+
+def _dtype_hints(schema: Schema | None, lines: list[str], delim: str) -> dict[str, str]:
+    """Columns to read as categoricals, keyed by the header as written in the file.
+
+    With a schema: its categorical, boolean, date and ordinal columns. Without one: the
+    columns that hold text in the first lines (a probe of at most 50 lines).
+    """
+    raw_names = next(csv.reader(lines[:1], delimiter=delim))
+    if schema is not None:
+        wanted = {c.name for c in schema.columns if c.kind in _CATEGORY_KINDS}
+        return {raw: "category" for raw in raw_names if raw and raw.strip() in wanted}
+    if len(set(raw_names)) != len(raw_names):
+        return {}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            probe = pd.read_csv(io.StringIO("\n".join(lines)), sep=delim, na_values=EXTRA_NA)
+    except (ValueError, csv.Error, pd.errors.ParserError):
+        return {}
+    if list(probe.columns) != raw_names:
+        return {}
+    return {
+        c: "category" for c in raw_names
+        if not pd.api.types.is_numeric_dtype(probe[c].dtype)
+        or pd.api.types.is_bool_dtype(probe[c].dtype)
+    }
+
+
+def read_table(
+    content: bytes, *, filename: str, max_bytes: int, schema: Schema | None = None
+) -> RawTable:
+    """Bytes -> a raw DataFrame, or a DatasetError saying what is wrong with the file.
+
+    Text columns come back as pandas categoricals: every later step works on their distinct
+    values, and reading them so is cheaper than a string column followed by a factorize.
+    """
+    content = _check_size_and_kind(content, filename, max_bytes)
+    encoding, notes = _encoding(content)
+    lines = _head_lines(content, encoding)
+    if not lines:
+        raise DatasetError(f"'{filename}' is empty. Export the table again with its rows.")
+    delim = sniff_delimiter(lines)
+    names = _header(lines, delim, filename)
+    frame = _parse(content, encoding, delim, filename, _dtype_hints(schema, lines, delim))
+    if frame.shape[0] == 0:
+        raise DatasetError(
+            f"'{filename}' has a header row but no data rows. Export the table with its rows."
+        )
+    frame, more = _fix_columns(frame, names, filename)
+    if len(frame.columns) == 1 and len(lines[0]) > 40:
+        more.append(
+            "Only one column was found; if the file uses another separator, "
+            "save it as comma-, semicolon- or tab-separated text."
+        )
+    return RawTable(frame, delim, encoding, tuple(notes) + tuple(more))
+
+
+def load_csv(
+    content: bytes, *, filename: str, schema: Schema | None, max_bytes: int
+) -> tuple[pd.DataFrame, Schema, LoadReport]:
+    """Read, type and clean a CSV file.
+
+    With ``schema`` the file must contain its columns (extra ones are dropped); without it a
+    schema is proposed (unconfirmed, data-derived parts flagged). Returns the normalized frame,
+    the schema applied and an owner-only LoadReport. Raises DatasetError on bad input.
+    """
+    raw = read_table(content, filename=filename, max_bytes=max_bytes, schema=schema)
+    if schema is None:
+        schema = propose_schema(raw.frame, dataset_slug(filename))
+    frame, schema, report = apply_schema(raw.frame, schema, filename=filename)
+    report = LoadReport(
+        rows=report.rows, columns=report.columns, delimiter=raw.delimiter,
+        encoding=raw.encoding, missing=report.missing, dropped=report.dropped,
+        clamped=report.clamped, open_ended=report.open_ended,
+        warnings=raw.warnings + report.warnings,
+    )
+    return frame, schema, report
+
+
+def dataset_slug(filename: str) -> str:
+    """A lower-case id from a file name: 'My Export (2).csv' -> 'my-export-2'."""
+    stem = filename.rsplit("/", 1)[-1].rsplit("\\", 1)[-1]
+    stem = stem.rsplit(".", 1)[0] if "." in stem else stem
+    slug = "".join(ch.lower() if ch.isascii() and ch.isalnum() else "-" for ch in stem)
+    slug = "-".join(part for part in slug.split("-") if part)
+    return slug[:40] or "dataset"

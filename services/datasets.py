@@ -1,0 +1,296 @@
+"""The dataset registry: the sample cohort, configured files and the owner's uploads.
+
+Datasets are versioned by a hash of their raw bytes (the privacy ledger keys on it). Uploads
+and the owner's schema edits are stored under ``storage_dir`` so they survive a restart and
+are seen by every worker process (each call re-scans the directory cheaply). A bad upload
+raises DatasetError and leaves every loaded dataset as it was.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import pandas as pd
+
+from dp_engine.errors import DPError, SchemaError
+from dp_engine.schema import Schema
+from services.csv_loader import dataset_slug, load_csv
+from services.dataset_errors import DatasetError, UnknownDatasetError
+from services.frame_normalization import apply_schema
+from services.load_report import LoadReport
+from services.schema_files import read_schema_file, write_schema_file
+from services.schema_inference import propose_schema
+
+__all__ = [
+    "SAMPLE_CSV", "SAMPLE_ID", "SAMPLE_SCHEMA", "Dataset", "DatasetError", "DatasetRegistry",
+    "LoadReport", "UnknownDatasetError", "load_csv", "propose_schema", "read_schema_file",
+    "write_schema_file",
+]
+
+SAMPLE_DIR = Path(__file__).resolve().parent.parent / "sample_data"
+SAMPLE_CSV = SAMPLE_DIR / "pirads_cohort.csv"
+SAMPLE_SCHEMA = SAMPLE_DIR / "pirads_cohort.schema.json"
+SAMPLE_ID = "pirads"
+NO_LIMIT = 1 << 40  # configured files are the owner's own: no upload limit
+
+
+def content_version(content: bytes) -> str:
+    """First 16 hex digits of the SHA-256 of the raw bytes."""
+    return hashlib.sha256(content).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """One loaded dataset: normalized frame plus its public schema and owner-only report."""
+
+    id: str
+    title: str
+    version: str
+    frame: pd.DataFrame = field(repr=False)
+    schema: Schema
+    load_report: LoadReport
+    source: str = "upload"  # "sample", "config" or "upload"
+    filename: str = ""
+
+    @property
+    def schema_version(self) -> str:
+        """Hash of the schema: answers computed under other bounds must not be reused."""
+        text = json.dumps(self.schema.to_dict(), sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass
+class _Entry:
+    dataset: Dataset
+    raw_path: Path          # where the bytes live (re-read when the schema changes)
+    schema_mtime: float | None = None
+
+
+class DatasetRegistry:
+    """Every dataset the app can show, the sample cohort first."""
+
+    def __init__(
+        self,
+        storage_dir: Path,
+        *,
+        max_upload_bytes: int = 50_000_000,
+        sample: bool = True,
+        extra_paths: Sequence[Path] = (),
+    ) -> None:
+        self.storage_dir = Path(storage_dir)
+        self.max_upload_bytes = int(max_upload_bytes)
+        self.problems: list[str] = []  # configured files that could not be loaded (owner-only)
+        self._uploads = self.storage_dir / "uploads"
+        self._schemas = self.storage_dir / "schemas"
+        self._lock = threading.RLock()
+        self._entries: dict[str, _Entry] = {}
+        if sample:
+            self._add_file(SAMPLE_CSV, SAMPLE_ID, "sample", read_schema_file(SAMPLE_SCHEMA))
+        for path in extra_paths:
+            self._add_configured(Path(path))
+        self._sync()
+
+    # --- reading -------------------------------------------------------------------
+    def list(self) -> list[Dataset]:
+        with self._lock:
+            self._sync()
+            return [e.dataset for e in self._entries.values()]
+
+    def get(self, dataset_id: str) -> Dataset:
+        with self._lock:
+            self._sync()
+            entry = self._entries.get(str(dataset_id))
+            if entry is None:
+                known = ", ".join(self._entries) or "none"
+                raise UnknownDatasetError(
+                    f"There is no dataset '{dataset_id}'. Available datasets: {known}."
+                )
+            return entry.dataset
+
+    # --- changing ------------------------------------------------------------------
+    def add_upload(self, filename: str, content: bytes) -> Dataset:
+        """Validate, type and store an uploaded CSV; returns it with a proposed schema."""
+        filename = Path(str(filename or "upload.csv")).name
+        if not isinstance(content, bytes | bytearray):
+            raise DatasetError("The upload was empty or unreadable; choose the file again.")
+        content = bytes(content)
+        version = content_version(content)
+        with self._lock:
+            self._sync()
+            for entry in self._entries.values():
+                if entry.dataset.version == version:
+                    return entry.dataset
+            frame, schema, report = load_csv(
+                content, filename=filename, schema=None, max_bytes=self.max_upload_bytes
+            )
+            dataset_id = self._free_id(dataset_slug(filename), version)
+            schema = replace(schema, dataset=dataset_id, title=filename)
+            raw_path = self._uploads / f"{version}.csv"
+            self._uploads.mkdir(parents=True, exist_ok=True)
+            raw_path.write_bytes(content)
+            write_schema_file(self._schema_path(dataset_id, version), schema)
+            meta = {"id": dataset_id, "title": filename, "filename": filename}
+            _write_json(self._uploads / f"{version}.json", meta)  # last: marks it complete
+            ds = Dataset(dataset_id, filename, version, frame, schema, report, "upload", filename)
+            self._entries[dataset_id] = _Entry(ds, raw_path, self._mtime(dataset_id, version))
+            return ds
+
+    def update_schema(self, dataset_id: str, schema: Schema) -> Dataset:
+        """Store the owner's edited schema (unconfirmed) and re-apply it to the raw file."""
+        with self._lock:
+            entry = self._entries.get(dataset_id) or self._missing(dataset_id)
+            current = entry.dataset
+            if sorted(schema.names) != sorted(current.schema.names):
+                raise SchemaError(
+                    "The edited schema must describe exactly the dataset's columns: "
+                    f"{', '.join(current.schema.names)}."
+                )
+            order = {name: i for i, name in enumerate(current.schema.names)}
+            columns = tuple(sorted(schema.columns, key=lambda c: order[c.name]))
+            schema = replace(schema, dataset=current.schema.dataset, columns=columns,
+                             confirmed=False, title=current.schema.title)
+            ds = self._reload(entry, schema)
+            self._store_schema(entry, ds)
+            return ds
+
+    def confirm_schema(self, dataset_id: str) -> Dataset:
+        """The owner's approval: flags cleared, non-owners may now query the dataset."""
+        with self._lock:
+            entry = self._entries.get(dataset_id) or self._missing(dataset_id)
+            ds = replace(entry.dataset, schema=entry.dataset.schema.confirm())
+            self._store_schema(entry, ds)
+            return ds
+
+    # --- internals -----------------------------------------------------------------
+    def _missing(self, dataset_id: str) -> _Entry:
+        self.get(dataset_id)  # raises UnknownDatasetError with the list of ids
+        raise AssertionError("unreachable")
+
+    def _schema_path(self, dataset_id: str, version: str) -> Path:
+        return self._schemas / f"{dataset_id}.{version}.schema.json"
+
+    def _mtime(self, dataset_id: str, version: str) -> float | None:
+        try:
+            return self._schema_path(dataset_id, version).stat().st_mtime
+        except OSError:
+            return None
+
+    def _store_schema(self, entry: _Entry, ds: Dataset) -> None:
+        write_schema_file(self._schema_path(ds.id, ds.version), ds.schema)
+        entry.dataset = ds
+        entry.schema_mtime = self._mtime(ds.id, ds.version)
+
+    def _free_id(self, slug: str, version: str) -> str:
+        if slug == SAMPLE_ID or slug in self._entries:
+            slug = f"{slug}-{version[:6]}"
+        return slug
+
+    def _reload(self, entry: _Entry, schema: Schema) -> Dataset:
+        ds = entry.dataset
+        if entry.raw_path.suffix.lower() == ".parquet":
+            frame, schema, report = apply_schema(
+                _read_parquet(entry.raw_path), schema, filename=entry.raw_path.name
+            )
+        else:
+            frame, schema, report = load_csv(
+                entry.raw_path.read_bytes(), filename=ds.filename or entry.raw_path.name,
+                schema=schema, max_bytes=NO_LIMIT,
+            )
+        return replace(ds, frame=frame, schema=schema, load_report=report)
+
+    def _add_file(self, path: Path, dataset_id: str, source: str, schema: Schema | None) -> None:
+        content = path.read_bytes()
+        version = content_version(content)
+        override = self._schema_path(dataset_id, version)
+        if override.exists():
+            schema = read_schema_file(override)
+        if path.suffix.lower() == ".parquet":
+            raw = _read_parquet(path)
+            schema = schema or propose_schema(raw, dataset_id)
+            frame, schema, report = apply_schema(raw, schema, filename=path.name)
+        else:
+            frame, schema, report = load_csv(
+                content, filename=path.name, schema=schema, max_bytes=NO_LIMIT
+            )
+        schema = replace(schema, dataset=dataset_id)
+        title = schema.title or path.name
+        ds = Dataset(dataset_id, title, version, frame, schema, report, source, path.name)
+        self._entries[dataset_id] = _Entry(ds, path, self._mtime(dataset_id, version))
+
+    def _add_configured(self, path: Path) -> None:
+        sidecar = path.with_name(f"{path.stem}.schema.json")
+        try:
+            schema = read_schema_file(sidecar) if sidecar.exists() else None
+            dataset_id = self._free_id(dataset_slug(path.name), "config")
+            self._add_file(path, dataset_id, "config", schema)
+        except OSError as exc:
+            self.problems.append(f"Configured dataset '{path}' could not be read: {exc}.")
+        except DPError as exc:
+            self.problems.append(f"Configured dataset '{path}' was not loaded: {exc}")
+
+    def _sync(self) -> None:
+        """Pick up uploads and schema edits made by other worker processes."""
+        with self._lock:
+            for entry in self._entries.values():
+                ds = entry.dataset
+                mtime = self._mtime(ds.id, ds.version)
+                if mtime is not None and mtime != entry.schema_mtime:
+                    try:
+                        schema = read_schema_file(self._schema_path(ds.id, ds.version))
+                        entry.dataset = self._reload(entry, schema)
+                    except (OSError, DPError):
+                        pass  # keep the dataset as it was; the writer saw its own error
+                    entry.schema_mtime = mtime
+            if not self._uploads.is_dir():
+                return
+            known = {e.dataset.version for e in self._entries.values()}
+            for meta_path in sorted(self._uploads.glob("*.json"), key=_mtime_or_zero):
+                if meta_path.stem not in known:
+                    self._load_stored_upload(meta_path)
+
+    def _load_stored_upload(self, meta_path: Path) -> None:
+        version = meta_path.stem
+        try:
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            raw_path = self._uploads / f"{version}.csv"
+            schema = read_schema_file(self._schema_path(meta["id"], version))
+            frame, schema, report = load_csv(
+                raw_path.read_bytes(), filename=meta["filename"], schema=schema,
+                max_bytes=NO_LIMIT,
+            )
+        except (OSError, KeyError, ValueError):
+            return  # half-written by another worker; picked up on a later call
+        ds = Dataset(meta["id"], meta["title"], version, frame, schema, report, "upload",
+                     meta["filename"])
+        self._entries[ds.id] = _Entry(ds, raw_path, self._mtime(ds.id, version))
+
+
+def _mtime_or_zero(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _write_json(path: Path, data: dict) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _read_parquet(path: Path) -> pd.DataFrame:
+    try:
+        return pd.read_parquet(path)
+    except ImportError as exc:
+        raise DatasetError(
+            f"'{path.name}' is a Parquet file, which needs the optional 'pyarrow' package "
+            "(not installed). Install it, or export the table as CSV."
+        ) from exc
+    except (OSError, ValueError) as exc:
+        raise DatasetError(f"'{path.name}' is not a readable Parquet file ({exc}).") from exc

@@ -1,0 +1,35 @@
+"""What happened while loading a file: owner-only information (it is computed from raw data)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class LoadReport:
+    """Row count and per-column repairs made while loading; never shown to non-owners."""
+
+    rows: int
+    columns: int
+    delimiter: str = ","
+    encoding: str = "utf-8"
+    missing: dict[str, int] = field(default_factory=dict)   # missing cells after loading
+    dropped: dict[str, int] = field(default_factory=dict)   # unreadable cells set to missing
+    clamped: dict[str, int] = field(default_factory=dict)   # values moved onto a bound
+    open_ended: dict[str, int] = field(default_factory=dict)  # ">3" read at its limit
+    warnings: tuple[str, ...] = ()
+
+    def lines(self) -> list[str]:
+        """Human-readable summary, one line per fact."""
+        delim = {",": "comma", ";": "semicolon", "\t": "tab", "|": "pipe"}.get(
+            self.delimiter, repr(self.delimiter)
+        )
+        out = [f"{self.rows} rows, {self.columns} columns ({delim}-separated, {self.encoding})."]
+        for col, n in self.dropped.items():
+            out.append(f"{col}: {n} unreadable value(s) treated as missing.")
+        for col, n in self.clamped.items():
+            out.append(f"{col}: {n} value(s) outside the bounds moved onto the nearest bound.")
+        for col, n in self.open_ended.items():
+            out.append(f"{col}: {n} open-ended value(s) such as '>3' read at their limit.")
+        out.extend(self.warnings)
+        return out

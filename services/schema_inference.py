@@ -1,0 +1,203 @@
+"""Propose a schema for a new file: kinds inferred, public clinical defaults where recognised.
+
+Where a column is recognised (age, PI-RADS, Gleason, PSA, ...) its bounds are public clinical
+facts and are not flagged. Everything else that is read off the data (min/max bounds, the
+category list) is flagged ``derived_from_data`` — not private — until the owner confirms.
+The proposal is never confirmed.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pandas as pd
+
+from dp_engine.schema import ColumnKind, ColumnRole, ColumnSpec, Schema
+from services.value_parsing import BOOL_TOKENS, Distinct, date_share, parse_numbers
+
+K = ColumnKind
+R = ColumnRole
+
+# Public clinical facts, keyed by the column name with case and punctuation removed.
+_AGE = ColumnSpec("", K.NUMERIC, R.QUASI_IDENTIFIER, "Age", "years", 0, 110, 5,
+                  description="Human age range (clinical default).")
+_PIRADS = ColumnSpec("", K.ORDINAL, R.SENSITIVE, "PI-RADS score", "", 1, 5, 1, (1, 2, 3, 4, 5),
+                     description="PI-RADS assessment scale 1-5 (clinical default).")
+_GLEASON = ColumnSpec("", K.ORDINAL, R.SENSITIVE, "Gleason score", "", 6, 10, 1,
+                      (6, 7, 8, 9, 10), description="Gleason sum 6-10 (clinical default).")
+_ISUP = ColumnSpec("", K.ORDINAL, R.SENSITIVE, "ISUP grade group", "", 1, 5, 1, (1, 2, 3, 4, 5),
+                   description="ISUP grade group 1-5 (clinical default).")
+_PSA = ColumnSpec("", K.NUMERIC, R.SENSITIVE, "PSA", "ng/mL", 0, 100, 5,
+                  description="PSA clamped to 0-100 ng/mL (clinical default).")
+_VOLUME = ColumnSpec("", K.NUMERIC, R.SENSITIVE, "Prostate volume", "mL", 0, 250, 10,
+                     description="Prostate volume 0-250 mL (clinical default).")
+_LESIONS = ColumnSpec("", K.NUMERIC, R.SENSITIVE, "Number of lesions", "lesions", 0, 10, 1,
+                      description="Lesion count 0-10 (clinical default).")
+_BMI = ColumnSpec("", K.NUMERIC, R.QUASI_IDENTIFIER, "BMI", "kg/m²", 10, 60, 2,
+                  description="Body-mass index 10-60 (clinical default).")
+_PROSTATITIS = ColumnSpec("", K.CATEGORICAL, R.SENSITIVE, "Prostatitis",
+                          categories=("n", "chr", "y", "acute", "acute on chronic"),
+                          description="PI-RADS report template categories (clinical default).")
+
+CLINICAL_DEFAULTS: dict[str, ColumnSpec] = {
+    **dict.fromkeys(("age", "ageyears", "patientage", "ageatmri", "alter"), _AGE),
+    **dict.fromkeys(("pirads", "piradsscore", "piradsv2", "piradsv21"), _PIRADS),
+    **dict.fromkeys(("gleason", "gleasonscore", "gleasonsum"), _GLEASON),
+    **dict.fromkeys(("isup", "isupgrade", "gradegroup", "isupgradegroup"), _ISUP),
+    **dict.fromkeys(("psa", "psangml", "psavalue", "psalevel"), _PSA),
+    **dict.fromkeys(("prostatevolume", "volume", "volumeml"), _VOLUME),
+    **dict.fromkeys(("numberoflesions", "lesions", "lesioncount", "nlesions"), _LESIONS),
+    "bmi": _BMI,
+    "prostatitis": _PROSTATITIS,
+}
+
+_ID_TOKENS = {"id", "mrn", "ssn", "uuid", "pid", "pseudonym", "email", "phone", "address",
+              "insurance", "dob", "birthdate", "zip", "postcode"}
+_NAME_TOKENS = {"name", "physician", "doctor", "surname", "firstname", "arzt", "radiologist"}
+_TEXT_TOKENS = {"comment", "comments", "note", "notes", "remark", "remarks", "text", "freetext"}
+_QI_TOKENS = {"sex", "gender", "year", "ethnicity", "race", "postcode", "zip", "birth"}
+
+MATCH_SHARE = 0.9        # share of cells that must read as numbers/dates to pick that kind
+MAX_ORDINAL_LEVELS = 10  # whole numbers with at most this many levels are proposed as ordinal
+
+
+def _key(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def _tokens(name: str) -> set[str]:
+    spaced = re.sub(r"([a-z])([A-Z])", r"\1 \2", name)
+    return {t for t in re.split(r"[^a-z0-9]+", spaced.lower()) if t}
+
+
+def nice_width(span: float, bins: int = 10) -> float:
+    """A round histogram width (1, 2, 2.5 or 5 times a power of ten) near span / bins."""
+    if not (span > 0 and math.isfinite(span)):
+        return 1.0
+    raw = span / bins
+    power = 10.0 ** math.floor(math.log10(raw))
+    for step in (1.0, 2.0, 2.5, 5.0, 10.0):
+        if raw <= step * power:
+            return step * power
+    return 10.0 * power
+
+
+def _clinical(name: str, numeric: bool, uniques: pd.Index) -> ColumnSpec | None:
+    """The public default for a recognised column whose values fit it, else None."""
+    base = CLINICAL_DEFAULTS.get(_key(name))
+    if base is None or numeric != (base.kind is not K.CATEGORICAL):
+        return None
+    if base.categories and not numeric:
+        known = {str(c).lower() for c in base.categories}
+        if not {str(u).strip().lower() for u in uniques} <= known:
+            return None
+    return ColumnSpec(name, base.kind, base.role, base.label, base.unit, base.lower, base.upper,
+                      base.bin_width, base.categories, False, base.description)
+
+
+def _numeric_spec(name: str, values: np.ndarray, role: ColumnRole) -> ColumnSpec:
+    finite = values[~np.isnan(values)]
+    lo, hi = float(finite.min()), float(finite.max())
+    levels = np.unique(finite)
+    whole = bool(np.all(np.mod(levels, 1) == 0))
+    if whole and len(levels) <= MAX_ORDINAL_LEVELS:
+        cats = tuple(int(v) for v in levels)
+        return ColumnSpec(name, K.ORDINAL, role, lower=lo, upper=hi, bin_width=1,
+                          categories=cats, derived_from_data=True,
+                          description="Levels and bounds proposed from the data.")
+    width = nice_width(hi - lo)
+    lower, upper = math.floor(lo / width) * width, math.ceil(hi / width) * width
+    if upper <= lower:
+        upper = lower + width
+    return ColumnSpec(name, K.NUMERIC, role, lower=lower, upper=upper, bin_width=width,
+                      derived_from_data=True,
+                      description="Bounds proposed from the data's minimum and maximum.")
+
+
+def _is_boolean(col: pd.Series, uniques: pd.Index) -> bool:
+    if pd.api.types.is_bool_dtype(col.dtype):
+        return True
+    if not 1 <= len(uniques) <= 2:
+        return False
+    text = {str(u).strip().lower() for u in uniques}
+    return text <= BOOL_TOKENS and not text <= {"1", "1.0"} and not text <= {"0", "0.0"}
+
+
+def propose_column(name: str, col: pd.Series) -> ColumnSpec:
+    """Kind, role, bounds or categories for one raw column (see module docstring)."""
+    tokens = _tokens(name)
+    role = R.QUASI_IDENTIFIER if tokens & _QI_TOKENS else R.OTHER
+    if tokens & _ID_TOKENS:
+        return ColumnSpec(name, K.IDENTIFIER, R.DIRECT_IDENTIFIER,
+                          description="Identifier: never shown to non-owners.")
+    if tokens & _NAME_TOKENS:
+        return ColumnSpec(name, K.FREE_TEXT, R.DIRECT_IDENTIFIER,
+                          description="Names a person: never shown to non-owners.")
+    if _is_plain_number(col):
+        values = col.to_numpy(dtype="float64", na_value=np.nan)
+        finite = values[np.isfinite(values)]
+        n_present, uniques, bad = finite.size, pd.Index(pd.unique(finite)), 0
+    else:
+        distinct = Distinct(col)
+        n_present, uniques = distinct.present, distinct.seen()
+        values, bad = None, None
+    if n_present == 0:
+        return ColumnSpec(name, K.FREE_TEXT, R.OTHER, description="Empty column.")
+    if _is_boolean(col, uniques):
+        return ColumnSpec(name, K.BOOLEAN, role, categories=(False, True))
+    if values is None:
+        parsed = parse_numbers(col)
+        values, bad = parsed.values.to_numpy(dtype="float64", na_value=np.nan), parsed.bad
+    numeric = bad <= (1 - MATCH_SHARE) * n_present and not np.isnan(values).all()
+    clinical = _clinical(name, numeric, uniques)
+    if clinical is not None:
+        return clinical
+    if numeric:
+        whole = bool(np.all(np.mod(values[~np.isnan(values)], 1) == 0))
+        if whole and len(uniques) == n_present and n_present >= 50:
+            return ColumnSpec(name, K.IDENTIFIER, R.DIRECT_IDENTIFIER,
+                              description="Every value is different: treated as an identifier.")
+        return _numeric_spec(name, values, role)
+    if tokens & _TEXT_TOKENS:
+        return ColumnSpec(name, K.FREE_TEXT, R.DIRECT_IDENTIFIER,
+                          description="Free text may name people: never shown to non-owners.")
+    if date_share(uniques) >= MATCH_SHARE:
+        return ColumnSpec(name, K.DATE, role)
+    return _text_spec(name, n_present, uniques, role)
+
+
+def _is_plain_number(col: pd.Series) -> bool:
+    dtype = col.dtype
+    return (
+        not isinstance(dtype, pd.CategoricalDtype)
+        and pd.api.types.is_numeric_dtype(dtype)
+        and not pd.api.types.is_bool_dtype(dtype)
+    )
+
+
+def _text_spec(name: str, n: int, uniques: pd.Index, role: ColumnRole) -> ColumnSpec:
+    if len(uniques) <= max(12, min(50, 0.2 * n)):
+        by_lower: dict[str, str] = {}
+        for u in uniques:
+            by_lower.setdefault(str(u).strip().lower(), str(u).strip())
+        cats = tuple(sorted(by_lower.values(), key=str.lower))
+        return ColumnSpec(name, K.CATEGORICAL, role, categories=cats, derived_from_data=True,
+                          description="Categories proposed from the data.")
+    if len(uniques) == n and n >= 50 and not any(" " in str(u) for u in uniques):
+        return ColumnSpec(name, K.IDENTIFIER, R.DIRECT_IDENTIFIER,
+                          description="Every value is different: treated as an identifier.")
+    return ColumnSpec(name, K.FREE_TEXT, R.DIRECT_IDENTIFIER,
+                      description="Many different texts: free text, never shown to non-owners.")
+
+
+def propose_schema(frame: pd.DataFrame, dataset: str) -> Schema:
+    """An unconfirmed schema for ``frame``; data-derived bounds and categories are flagged."""
+    columns = tuple(propose_column(str(name), frame[name]) for name in frame.columns)
+    flagged = sum(c.derived_from_data for c in columns)
+    notes = (
+        f"Proposed automatically; {flagged} column(s) have bounds or categories derived from "
+        "the data — not private until you confirm or edit them.",
+    )
+    return Schema(dataset=dataset, columns=columns, confirmed=False, title=dataset, notes=notes)

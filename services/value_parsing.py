@@ -1,0 +1,195 @@
+"""Vectorized parsing of messy CSV cells into numbers, booleans, dates and categories.
+
+Every parser works on the distinct values of a column (``pandas.factorize``) and maps the
+result back, so a million rows with a few hundred distinct cells cost one hash pass.
+Each returns a ``Parsed``: the values, how many non-missing cells could not be read (now
+missing), and how many cells are missing in the result (counted from the codes, because a
+missing-value scan of a million Python strings costs more than the parse).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+TRUE_TOKENS = frozenset({"true", "t", "yes", "y", "1", "1.0", "ja", "j", "wahr", "x"})
+FALSE_TOKENS = frozenset({"false", "f", "no", "n", "0", "0.0", "nein", "falsch"})
+BOOL_TOKENS = TRUE_TOKENS | FALSE_TOKENS
+
+# Cells read as missing besides pandas' defaults ("", "NA", "n/a", "N/A", "NaN", "null", ...).
+EXTRA_NA = ("-", "--", "?", "n.a.", "N.A.", "na", "missing", ".")
+
+DATE_FORMATS = (
+    "%d.%m.%Y", "%d.%m.%Y %H:%M", "%d.%m.%Y %H:%M:%S", "%d.%m.%y",
+    "%d/%m/%Y", "%m/%d/%Y", "%d/%m/%Y %H:%M", "%m/%d/%Y %H:%M",
+    "%Y/%m/%d", "%d-%m-%Y", "%d %b %Y", "%b %d, %Y", "%d %B %Y", "%B %d, %Y",
+)
+
+_OPEN_ENDED = re.compile(r"^\s*(>=|<=|≥|≤|>|<)\s*([-+]?\d+(?:\.\d+)?)\s*$")
+_DECIMAL_COMMA = re.compile(r"^\s*[-+]?\d+,\d+\s*$")
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """Parsed values plus the counts the load report needs."""
+
+    values: pd.Series
+    bad: int = 0          # non-missing cells that could not be read (now missing)
+    missing: int = 0      # missing cells in ``values``
+    open_ended: int = 0   # cells such as ">3" read at their limit
+
+
+class Distinct:
+    """A column as codes into its distinct values (missing = code -1)."""
+
+    def __init__(self, values: pd.Series) -> None:
+        self.index = values.index
+        if isinstance(values.dtype, pd.CategoricalDtype):  # already coded by the CSV reader
+            self.codes = values.cat.codes.to_numpy()
+            self.uniques = pd.Index(values.cat.categories)
+        else:
+            self.codes, uniques = pd.factorize(values, use_na_sentinel=True)
+            self.uniques = pd.Index(uniques)
+        counts = np.bincount(self.codes.astype(np.intp) + 1, minlength=len(self.uniques) + 1)
+        self.absent = int(counts[0])
+        self.counts = counts[1:]
+
+    @property
+    def present(self) -> int:
+        """Number of non-missing cells."""
+        return int(self.codes.size - self.absent)
+
+    def seen(self) -> pd.Index:
+        """Distinct non-missing values that occur at least once."""
+        return self.uniques[self.counts > 0]
+
+    def text(self) -> pd.Series:
+        return pd.Series(self.uniques, dtype=object).astype(str).str.strip()
+
+    def cells(self, per_unique: np.ndarray) -> int:
+        """Number of cells whose distinct value is flagged in ``per_unique``."""
+        return int(self.counts[per_unique].sum()) if per_unique.size else 0
+
+    def spread(self, parsed: np.ndarray, fill) -> np.ndarray:
+        """Values of ``parsed`` at each cell; ``fill`` where the cell was missing."""
+        if parsed.size == 0:
+            return np.full(self.codes.size, fill, dtype=parsed.dtype)
+        out = parsed.take(self.codes)  # a new array; code -1 picks the last, overwritten here
+        out[self.codes < 0] = fill
+        return out
+
+
+def _is_plain(values: pd.Series, kind: str) -> bool:
+    """A numpy (not categorical/object) column of the given dtype kind ('b' or numeric)."""
+    dtype = values.dtype
+    if isinstance(dtype, np.dtype):
+        return dtype.kind in kind
+    return isinstance(dtype, pd.api.extensions.ExtensionDtype) and dtype.kind in kind and (
+        not isinstance(dtype, pd.CategoricalDtype)
+    )
+
+
+def parse_numbers(values: pd.Series) -> Parsed:
+    """Float values (NaN = missing); text cells become NaN and are counted as bad.
+
+    ``>3`` is read as 4 and ``<2`` as 1 for whole numbers (the nearest value inside the
+    range), ``>=3``/``<=3`` as 3; ``3,5`` (decimal comma) as 3.5.
+    """
+    if _is_plain(values, "biuf"):
+        arr = values.to_numpy(dtype="float64", na_value=np.nan)
+        arr = np.where(np.isfinite(arr), arr, np.nan)
+        return Parsed(pd.Series(arr, index=values.index), 0, int(np.isnan(arr).sum()))
+    d = Distinct(values)
+    text = d.text()
+    parsed = pd.to_numeric(text, errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
+    parsed = parsed.copy()
+    open_unique = np.zeros(len(text), dtype=bool)
+    for i in np.flatnonzero(np.isnan(parsed)):
+        cell = text.iloc[i]
+        match = _OPEN_ENDED.match(cell)
+        if match:
+            op, num = match.group(1), float(match.group(2))
+            if op in (">", "<") and num.is_integer():
+                num = num + 1 if op == ">" else num - 1
+            parsed[i] = num
+            open_unique[i] = True
+        elif _DECIMAL_COMMA.match(cell):
+            parsed[i] = float(cell.replace(",", "."))
+    parsed[~np.isfinite(parsed)] = np.nan
+    bad = d.cells(np.isnan(parsed))
+    out = pd.Series(d.spread(parsed, np.nan), index=d.index)
+    return Parsed(out, bad, d.absent + bad, d.cells(open_unique))
+
+
+def parse_booleans(values: pd.Series) -> Parsed:
+    """Nullable booleans from yes/no, y/n, 1/0, true/false (any case); others become NA."""
+    if _is_plain(values, "b") and isinstance(values.dtype, np.dtype):
+        return Parsed(values.astype("boolean"), 0, 0)
+    d = Distinct(values)
+    text = d.text().str.lower()
+    truth = np.array([t in TRUE_TOKENS for t in text], dtype=bool)
+    bad = ~truth & ~np.array([t in FALSE_TOKENS for t in text], dtype=bool)
+    if truth.size == 0:
+        return Parsed(pd.Series(pd.array([None] * d.codes.size, dtype="boolean"),
+                                index=d.index), 0, d.codes.size)
+    mask = (d.codes < 0) | bad.take(d.codes)
+    out = pd.Series(pd.arrays.BooleanArray(truth.take(d.codes), mask), index=d.index)
+    n_bad = d.cells(bad)
+    return Parsed(out, n_bad, d.absent + n_bad)
+
+
+def _parse_date_strings(text: pd.Series) -> pd.Series:
+    parsed = pd.to_datetime(text, format="ISO8601", errors="coerce")
+    for fmt in DATE_FORMATS:
+        todo = parsed.isna() & text.ne("")
+        if not todo.any():
+            break
+        parsed = parsed.where(~todo, pd.to_datetime(text[todo], format=fmt, errors="coerce"))
+    return parsed
+
+
+def parse_dates(values: pd.Series) -> Parsed:
+    """datetime64 values from ISO, German (dd.mm.yyyy), day-first and month-first slashes."""
+    if pd.api.types.is_datetime64_any_dtype(values.dtype):
+        return Parsed(values, 0, int(values.isna().sum()))
+    d = Distinct(values)
+    arr = _parse_date_strings(d.text()).astype("datetime64[ns]").to_numpy()
+    n_bad = d.cells(np.isnat(arr))
+    out = pd.Series(d.spread(arr, np.datetime64("NaT")), index=d.index, dtype="datetime64[ns]")
+    return Parsed(out, n_bad, d.absent + n_bad)
+
+
+def date_share(uniques: pd.Index, limit: int = 50) -> float:
+    """Share of (up to ``limit``) distinct non-missing values that read as dates."""
+    uniques = uniques[:limit]
+    if len(uniques) == 0:
+        return 0.0
+    text = pd.Series(uniques, dtype=object).astype(str).str.strip()
+    if pd.to_numeric(text, errors="coerce").notna().mean() > 0.5:
+        return 0.0  # plain numbers are not dates
+    return float(_parse_date_strings(text).notna().mean())
+
+
+def match_categories(values: pd.Series, categories: Sequence[object]) -> Parsed:
+    """String values equal to a public category (case and surrounding space ignored).
+
+    Cells outside the list become NA and are counted as bad.
+    """
+    wanted = {str(c).strip().lower(): str(c) for c in categories}
+    for c in categories:  # numeric categories also match "7.0" / 7.0
+        if isinstance(c, int | float) and not isinstance(c, bool) and float(c).is_integer():
+            wanted.setdefault(f"{float(c)}", str(c))
+    d = Distinct(values)
+    mapped = np.array([wanted.get(t) for t in d.text().str.lower()], dtype=object)
+    bad = np.array([m is None for m in mapped], dtype=bool)
+    if mapped.size == 0:
+        return Parsed(pd.Series(pd.array([None] * d.codes.size, dtype="str"), index=d.index),
+                      0, d.codes.size)
+    # a small string array of the distinct values, spread by codes (no per-cell validation)
+    out = pd.Series(pd.array(mapped, dtype="str").take(d.codes, allow_fill=True), index=d.index)
+    n_bad = d.cells(bad)
+    return Parsed(out, n_bad, d.absent + n_bad)
