@@ -106,7 +106,16 @@ def machine_info() -> dict[str, str]:
     info.update({package: _version(package) for package in PACKAGES})
     for name in BLAS_ENV:
         info[name] = os.environ.get(name, "not set")
+    info["load average (1, 5, 15 min) when written"] = load_average()
     return info
+
+
+def load_average() -> str:
+    """The OS load average: other processes on a shared machine slow every figure."""
+    try:
+        return ", ".join(f"{value:.1f}" for value in os.getloadavg())
+    except OSError:
+        return "unknown"
 
 
 def header_markdown() -> str:
@@ -238,6 +247,7 @@ class Table:
     columns: list[str]
     rows: list[list[str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    key_columns: int = 1  # leading cells that name a row (e.g. cohort and view)
 
     def add(self, *cells: object) -> None:
         """Append one row; the number of cells must match the columns."""
@@ -246,12 +256,17 @@ class Table:
         self.rows.append([str(cell) for cell in cells])
 
     def failures(self) -> list[str]:
-        """One line per row with a FAIL cell: the row's first cell and the failing column."""
+        """One line per FAIL cell: the row's name, the measured figure beside it, the target.
+
+        A verdict column follows the column holding the figure it judges.
+        """
         found = []
         for row in self.rows:
-            for column, cell in zip(self.columns, row, strict=True):
-                if cell == FAIL:
-                    found.append(f"{self.title}: {' / '.join(row[:2])} — {column}")
+            name = " / ".join(row[: self.key_columns])
+            for j, cell in enumerate(row):
+                if cell == FAIL and j > 0:
+                    found.append(f"{self.title} — {name}: {self.columns[j - 1]} = {row[j - 1]} "
+                                 f"({self.columns[j].strip()})")
         return found
 
     def markdown(self) -> str:

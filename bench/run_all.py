@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench import bench_callbacks, bench_engine, bench_loading
-from bench.common import BENCH_DIR, QUICK, BenchConfig, Table, header_markdown
+from bench.common import BENCH_DIR, QUICK, BenchConfig, Table, header_markdown, load_average
 
 SUITES: dict[str, tuple[str, Callable[[BenchConfig], list[Table]]]] = {
     "engine": ("Engine: dp_engine vs numpy, OpenDP and diffprivlib (issue 2)", bench_engine.run),
@@ -41,7 +41,11 @@ def _run_suite(name: str, config: BenchConfig) -> tuple[list[Table], str | None]
 
 
 def render(
-    results: dict[str, tuple[list[Table], str | None]], *, quick: bool, seconds: float
+    results: dict[str, tuple[list[Table], str | None]],
+    *,
+    quick: bool,
+    seconds: float,
+    load_at_start: str = "unknown",
 ) -> str:
     """The whole RESULTS.md text."""
     command = "python -m bench.run_all" + (" --quick" if quick else "")
@@ -54,7 +58,8 @@ def render(
         "implementations side by side (round-robin). Times are the median over the repeats "
         "(×k), with the minimum; the first call of each implementation is a discarded warm-up "
         "unless it alone exceeded half the time budget. Targets are the issues' and are not "
-        "tuned.",
+        f"tuned. The machine is shared: OS load average (1, 5, 15 min) {load_at_start} at the "
+        "start of the run (and at the end in the table below).",
         "",
     ]
     if quick:
@@ -97,9 +102,10 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown suite(s) {unknown}; choose from {sorted(SUITES)}")
     config = QUICK if args.quick else BenchConfig()
-    start = time.perf_counter()
+    start, load_at_start = time.perf_counter(), load_average()
     results = {name: _run_suite(name, config) for name in names}
-    text = render(results, quick=args.quick, seconds=time.perf_counter() - start)
+    text = render(results, quick=args.quick, seconds=time.perf_counter() - start,
+                  load_at_start=load_at_start)
     args.output.write_text(text)
     print(f"[bench] wrote {args.output}", file=sys.stderr)
     return 1 if any(error for _, error in results.values()) else 0

@@ -98,6 +98,7 @@ def test_results_summary_lists_failures_and_anonymize_section(tmp_path, monkeypa
     extra.write_text("# Anonymize\n\nfigures\n")
     monkeypatch.setattr(run_all, "ANONYMIZE_RESULTS", extra)
     text = run_all.render({"engine": ([table], None)}, quick=True, seconds=1.0)
-    assert "- FAIL — Demo: slow / 3 — target ≤ 1×" in text
+    assert "- FAIL — Demo — slow: value = 3 (target ≤ 1×)" in text
+    assert "fast" not in text.split("## Summary")[1].split("###")[0]
     assert "### Demo" in text and "Machine and versions" in text
     assert "### Anonymize" in text
