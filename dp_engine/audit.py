@@ -126,16 +126,30 @@ def _threshold_events(a: np.ndarray, b: np.ndarray):
     return counts_a, counts_b, build
 
 
+def _lowest_bit(y: np.ndarray) -> np.ndarray:
+    """Exponent of the lowest set bit: y is a multiple of 2^j exactly when j ≤ this.
+
+    +big for 0 (a multiple of everything), −big for non-finite values.
+    """
+    y = np.asarray(y, dtype=float)
+    finite = np.isfinite(y)
+    mant, exp = np.frexp(np.where(finite, y, 0.0))
+    ints = np.abs(np.ldexp(mant, 53)).astype(np.int64)  # exact 53-bit integer mantissa
+    low = ints & -ints
+    zero = low == 0
+    trailing = np.log2(np.where(zero, 1, low)).astype(np.int64)  # exact for powers of two
+    out = exp.astype(np.int64) - 53 + trailing
+    out[zero] = 1 << 40
+    out[~finite] = -(1 << 40)
+    return out
+
+
 def _bit_events(a: np.ndarray, b: np.ndarray):
     """Counts for "y is (not) a multiple of 2^j": floating-point holes show up here."""
     exps = _BIT_EXPONENTS
-
-    def multiple(y: np.ndarray) -> np.ndarray:
-        scaled = np.ldexp(y[None, :], -exps[:, None])
-        return np.isfinite(scaled) & (np.mod(scaled, 1.0) == 0.0)
-
-    ka, kb = multiple(a).sum(axis=1), multiple(b).sum(axis=1)
     m = a.size
+    ka = m - np.searchsorted(np.sort(_lowest_bit(a)), exps, side="left")
+    kb = m - np.searchsorted(np.sort(_lowest_bit(b)), exps, side="left")
     counts_a = np.concatenate([ka, m - ka])
     counts_b = np.concatenate([kb, m - kb])
 
@@ -144,8 +158,7 @@ def _bit_events(a: np.ndarray, b: np.ndarray):
         inside = i < exps.size
 
         def mask(y: np.ndarray) -> np.ndarray:
-            scaled = np.ldexp(np.asarray(y, dtype=float), -j)
-            hit = np.isfinite(scaled) & (np.mod(scaled, 1.0) == 0.0)
+            hit = _lowest_bit(y) >= j
             return hit if inside else ~hit
 
         word = "is" if inside else "is not"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dp_engine.audit import AuditResult, audit_scalar, looped
+from dp_engine.audit import AuditResult, audit_scalar, audit_vector, looped
 from dp_engine.sound import (
     bounded_laplace,
     discrete_laplace,
@@ -21,7 +21,7 @@ from dp_engine.sound import (
     laplace,
     randomized_response,
 )
-from dp_engine.sound.mechanisms import lattice_step
+from dp_engine.sound.mechanisms import laplace_step
 
 ALPHA = 1e-5
 RUNS = 200_000  # vectorized mechanisms: 2e5 runs per dataset
@@ -70,20 +70,41 @@ def test_laplace_scalar_calls():
 def test_laplace_outputs_lie_on_one_power_of_two_lattice():
     """Mironov-style holes: the set of reachable outputs must not depend on the input.
 
-    Every output, from either input (neither on the lattice), is an exact multiple of the
-    same power-of-two step, which is fixed by (Δ, ε) alone; the divisibility events of the
-    auditor (part of every scalar audit above) then find nothing to separate the inputs.
+    Every output, from inputs that are not on the lattice, is an exact multiple of one
+    power-of-two step fixed by (Δ, ε, changed) alone, so the support is the same lattice
+    whatever the input; the divisibility events of the auditor (part of every scalar audit
+    above) then find nothing to separate the inputs.
     """
-    eps, sensitivity, n = 1.0, 1.0, 50_000
-    step = lattice_step(sensitivity / eps, 1)
-    assert step == 2.0 ** np.floor(np.log2(step))  # a power of two
+    eps, sensitivity, k = 1.0, 1.0, 8
     rng = np.random.default_rng(103)
+    step = laplace_step(sensitivity, eps)
+    assert step == 2.0 ** np.floor(np.log2(step))  # a power of two
     for v in (0.1, 0.3, 1e-9, -2.7):
         out = np.array([laplace(v, sensitivity, eps, rng=rng) for _ in range(2_000)])
         assert np.all(np.mod(out / step, 1.0) == 0.0)
-    vec_step = lattice_step(sensitivity / eps, n)
-    out = laplace(np.full(n, 0.1), sensitivity, eps, rng=rng)
+        assert len(np.unique(out)) > 1_000  # the lattice is fine, not a coarse rounding
+    vec_step = laplace_step(sensitivity, eps, k)
+    out = laplace(np.full((5_000, k), 0.1), sensitivity, eps, changed=k, rng=rng)
     assert np.all(np.mod(out / vec_step, 1.0) == 0.0)
+
+
+def test_laplace_vector_query_where_one_record_moves_every_element():
+    """changed = k: the record spreads Δ over k elements; the joint output must stay ε-DP."""
+    eps, sensitivity, k = 1.0, 1.0, 4
+
+    def sampler(v: float):
+        return lambda rng, n: laplace(np.full((n, k), v), sensitivity, eps, changed=k, rng=rng)
+
+    result = audit_vector(
+        sampler(0.0),
+        sampler(sensitivity / k),
+        eps,
+        n_runs=100_000,
+        alpha=ALPHA,
+        rng=np.random.default_rng(109),
+    )
+    assert_sound(result)
+    assert result.epsilon_lower_bound > 0.3 * eps  # a sum of 4 Laplace: a softer edge
 
 
 @pytest.mark.parametrize(("x", "sensitivity", "eps"), [(5, 1, 1.0), (0, 2, 0.5), (10, 1, 3.0)])
