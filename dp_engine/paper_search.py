@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Callable
 
 import numpy as np
 
@@ -85,22 +86,27 @@ def search_kind(data_type: object) -> str:
     return "category" if kind in ("str", "char", "category") else kind
 
 
+_BLOCK_SIZE = 2**18  # up to this many noise values, a probe works on all rows at once
+
+
 class NoiseProbe:
     """Mean noise % over the repetitions at a given noise scale, without new draws.
 
-    Works in float32 (well inside the band tolerances) with one n-sized buffer. Integers
-    beyond float32's exact range, or values and noise scales that could overflow it
-    (``max_scale`` = S_f / smallest ε), fall back to float64; a noise % that still
-    overflows counts as infinite ("too much noise").
+    Works in float32 (well inside the band tolerances). Integers beyond float32's exact
+    range, or values and noise scales that could overflow it (``max_scale`` = S_f / the
+    smallest ε), fall back to float64; a noise % that still overflows counts as infinite
+    ("too much noise"). Small inputs are processed as one (repetitions, n) block so the
+    per-call overhead of numpy does not dominate; large ones one row at a time with a
+    single n-sized buffer.
     """
 
     def __init__(
         self, x: np.ndarray, kind: str, fit: bool, unit: np.ndarray, max_scale: float = 0.0
     ) -> None:
-        xmax = float(np.max(np.abs(x)))
-        reach = xmax + max_scale * float(np.max(np.abs(unit)))
+        xmax = max(float(x.max()), -float(x.min()))
+        umax = max(float(unit.max()), -float(unit.min()))
         exact_ints = kind in ("int", "category") and xmax >= 2.0**22
-        self.dtype = np.float64 if exact_ints or not reach < 1e30 else np.float32
+        self.dtype = np.float64 if exact_ints or not xmax + max_scale * umax < 1e30 else np.float32
         self.kind = kind
         self.fit = fit and kind != "bool"
         self.unit = unit
@@ -108,50 +114,61 @@ class NoiseProbe:
         self.max_r = float(x.max())
         self.x = x.astype(self.dtype)
         self.invd = inverse_denominators(x, self.dtype)
-        self.buf = np.empty(x.size, dtype=self.dtype)
+        shape = unit.shape if unit.size <= _BLOCK_SIZE else (x.size,)
+        self.buf = np.empty(shape, dtype=self.dtype)
         self.linear: float | None = None
         if kind == "float" and not fit:
             # No fitting and no rounding: noise % is exactly scale * mean(|u| / d).
-            total = 0.0
-            for row in unit:
-                np.abs(row, out=self.buf, casting="same_kind")
-                total += float(np.dot(self.buf, self.invd))
-            self.linear = total / unit.size
+            self.linear = self._blocks(lambda buf, block: np.abs(block, out=buf)) / unit.size
+
+    def _blocks(self, fill: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> float:
+        """Sum over all repetitions of sum_j fill(u)_j / d_j, block by block."""
+        total = 0.0
+        blocks = (self.unit,) if self.buf.ndim == 2 else self.unit
+        for block in blocks:
+            out = fill(self.buf, block)
+            if out.ndim == 1:
+                total += float(np.dot(out, self.invd))
+            else:
+                out *= self.invd
+                total += float(out.sum(dtype=np.float64))
+        return total
+
+    def _fit(self, buf: np.ndarray) -> None:
+        """Eq. 4 per row in place (one multiply-add; the overflow-free form if needed)."""
+        lo = buf.min(axis=-1, keepdims=True).astype(np.float64)
+        spread = buf.max(axis=-1, keepdims=True) - lo
+        with np.errstate(divide="ignore", over="ignore"):
+            a = (self.max_r - self.min_r) / spread
+        if np.all(spread > 0) and np.all(a < 1e30):
+            buf *= a.astype(self.dtype)
+            buf += (self.min_r - a * lo).astype(self.dtype)
+        else:
+            fit_rows(buf, self.min_r, self.max_r, "float")
+
+    def _deviation(self, buf: np.ndarray, block: np.ndarray, scale: np.floating) -> np.ndarray:
+        """|fitted(x + scale * u) - x| for a row or block of unit noise, in ``buf``."""
+        np.multiply(block, scale, out=buf, casting="same_kind")
+        buf += self.x
+        if self.kind == "bool":
+            np.greater(buf, 0.5, out=buf, casting="unsafe")
+        elif self.fit:
+            self._fit(buf)
+            if self.kind != "float":
+                np.rint(buf, out=buf)
+        elif self.kind == "int":
+            np.rint(buf, out=buf)
+        buf -= self.x
+        return np.abs(buf, out=buf)
 
     def percent(self, scale: float) -> float:
         """Noise % averaged over the repetitions at noise scale S_f/ε."""
         if self.linear is not None:
             pct = 100.0 * scale * self.linear
-            return pct if math.isfinite(pct) else math.inf
-        buf, x = self.buf, self.x
-        s = self.dtype(scale)
-        total = 0.0
-        for row in self.unit:
-            np.multiply(row, s, out=buf, casting="same_kind")
-            buf += x
-            if self.kind == "bool":
-                np.greater(buf, 0.5, out=buf, casting="unsafe")
-            elif self.fit:
-                lo, hi = float(buf.min()), float(buf.max())
-                a = (self.max_r - self.min_r) / (hi - lo) if hi > lo else math.inf
-                if a < 1e30:  # Eq. 4 as one multiply-add
-                    buf *= self.dtype(a)
-                    buf += self.dtype(self.min_r - a * lo)
-                elif hi > lo:  # tiny spread: the overflow-free form of fit_rows
-                    buf -= self.dtype(lo)
-                    buf /= self.dtype(hi - lo)
-                    buf *= self.dtype(self.max_r - self.min_r)
-                    buf += self.dtype(self.min_r)
-                else:
-                    np.clip(buf, self.min_r, self.max_r, out=buf)
-                if self.kind != "float":
-                    np.rint(buf, out=buf)
-            elif self.kind == "int":
-                np.rint(buf, out=buf)
-            buf -= x
-            np.abs(buf, out=buf)
-            total += float(np.dot(buf, self.invd))
-        pct = 100.0 * total / self.unit.size
+        else:
+            s = self.dtype(scale)
+            pct = 100.0 * self._blocks(lambda buf, block: self._deviation(buf, block, s))
+            pct /= self.unit.size
         return pct if math.isfinite(pct) else math.inf  # overflow: astronomically noisy
 
     def release(self, x: np.ndarray, scale: float) -> np.ndarray:

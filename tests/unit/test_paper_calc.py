@@ -154,6 +154,10 @@ def test_search_always_terminates_with_a_valid_trace(
         (np.rint(AGES), "int", True),
         (np.arange(400) % 2, "bool", False),
         (np.arange(400) % 5, "category", True),
+        # above the block size: the row-by-row path
+        (np.random.default_rng(8).normal(65.0, 8.0, 60_000), "float", True),
+        (np.random.default_rng(8).integers(40, 90, 60_000), "int", True),
+        (np.random.default_rng(8).integers(0, 2, 60_000), "bool", False),
     ],
 )
 def test_search_noise_equals_five_explicit_repetitions(data, kind, is_range):
