@@ -36,6 +36,7 @@ from dp_engine.sound.validation import (
     public_index,
 )
 
+CHUNK = 1 << 16  # elements per block: work buffers stay in cache, no n-sized temporaries
 GRID_BITS = 12  # the lattice step is at most 2^-12 of the noise scale per element
 _EXACT = 2.0**52  # lattice coordinates must stay below this to be exact in float64
 
@@ -77,22 +78,44 @@ def lattice_laplace(
     """Snap ``x`` to a lattice and add discrete-Laplace noise on it.
 
     ``changed`` is how many elements one record can move. Returns (noisy values,
-    lattice step Λ, scale b in value units) with b = (Δ + changed·Λ)/ε.
+    lattice step Λ, scale b in value units) with b = (Δ + changed·Λ)/ε. Works in
+    cache-sized blocks, so the output is the only n-sized allocation.
     """
     step = laplace_step(sensitivity, epsilon, changed)
     scale = (sensitivity + changed * step) / epsilon
     inv = 1.0 / step  # exact: step is a power of two
-    if x.size and float(np.abs(x).max()) * inv + 50.0 * scale * inv >= _EXACT:
+    flat = x.reshape(-1)
+    largest = max(float(flat.max()), -float(flat.min())) if flat.size else 0.0
+    if largest * inv + 50.0 * scale * inv >= _EXACT:
         raise DataTypeError(
             "The values are too large compared with the sensitivity to be perturbed exactly; "
             "rescale them (e.g. change the unit) or use a larger sensitivity."
         )
-    out = dlap_noise(scale * inv, x.shape, rng)
-    snapped = np.multiply(x, inv)
-    np.rint(snapped, out=snapped)
-    out += snapped
-    out *= step
-    return out, step, scale
+    t = scale * inv
+    out = np.empty(flat.size)
+    first, second = np.empty(min(flat.size, CHUNK)), np.empty(min(flat.size, CHUNK))
+    for start in range(0, flat.size, CHUNK):
+        block = out[start : start + CHUNK]
+        e1, e2 = first[: block.size], second[: block.size]
+        _dlap_into(block, t, rng, e1, e2)
+        np.multiply(flat[start : start + CHUNK], inv, out=e1)
+        np.rint(e1, out=e1)
+        block += e1
+        block *= step
+    return out.reshape(x.shape), step, scale
+
+
+def _dlap_into(
+    out: np.ndarray, t: float, rng: np.random.Generator, e1: np.ndarray, e2: np.ndarray
+) -> None:
+    """out ← ⌊t·E1⌋ − ⌊t·E2⌋ using the scratch buffers e1, e2 (same length as out)."""
+    rng.standard_exponential(out=e1)
+    rng.standard_exponential(out=e2)
+    e1 *= t
+    e2 *= t
+    np.floor(e1, out=e1)
+    np.floor(e2, out=e2)
+    np.subtract(e1, e2, out=out)
 
 
 def laplace(

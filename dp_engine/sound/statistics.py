@@ -35,7 +35,7 @@ from dp_engine.sound.accuracy import (
     quantile_error,
     variance_error,
 )
-from dp_engine.sound.mechanisms import dlap_noise, gumbel_argmax
+from dp_engine.sound.mechanisms import CHUNK, dlap_noise, gumbel_argmax
 from dp_engine.sound.release import Release
 from dp_engine.sound.validation import (
     _numeric_array,
@@ -126,23 +126,46 @@ def _bins(bins: Any) -> tuple[str, Any, int]:
     return "categories", index, len(index)
 
 
-def _bin_codes(values: Any, kind: str, spec: Any, gcodes: np.ndarray | None) -> tuple:
-    """Bin code per present record and its group code (values clamped into outer bins)."""
+def _chunked_bincount(x, gcodes, cells: int, n_groups: int, index) -> np.ndarray:
+    """Counts per (group, cell), where ``index`` maps a block of x to cell indices.
+
+    Works block by block (CHUNK records), so no n-sized temporary is created.
+    """
+    total = np.zeros(n_groups * cells, dtype=np.int64)
+    for start in range(0, len(x), CHUNK):
+        idx = index(x[start : start + CHUNK])
+        if gcodes is not None:
+            idx += gcodes[start : start + CHUNK] * cells
+        total += np.bincount(idx, minlength=n_groups * cells)
+    return total.reshape(n_groups, cells)
+
+
+def _cell_counts(values: Any, kind: str, spec: Any, nb: int, gcodes, n_groups: int):
+    """Histogram counts, shape (groups, bins); values outside the edges go to the outer bins."""
     if kind == "edges":
         x, gcodes = _numeric_with_groups(values, gcodes)
-        codes = np.searchsorted(spec, x, side="right") - 1
-        np.clip(codes, 0, spec.size - 2, out=codes)
-        return codes, gcodes
-    codes = category_codes(values, spec)
-    keep = codes >= 0
-    if gcodes is not None:
-        keep &= gcodes >= 0
-    if not keep.all():
-        codes = codes[keep]
-        gcodes = None if gcodes is None else gcodes[keep]
-    if codes.size == 0:
-        raise _empty()
-    return codes, gcodes
+
+        def index(block: np.ndarray) -> np.ndarray:
+            idx = np.searchsorted(spec, block, side="right")
+            idx -= 1
+            np.clip(idx, 0, nb - 1, out=idx)
+            return idx
+
+    else:
+        x = category_codes(values, spec)
+        keep = x >= 0
+        if gcodes is not None:
+            keep &= gcodes >= 0
+        if not keep.all():
+            x = x[keep]
+            gcodes = None if gcodes is None else gcodes[keep]
+        if x.size == 0:
+            raise _empty()
+
+        def index(block: np.ndarray) -> np.ndarray:
+            return block.copy()
+
+    return _chunked_bincount(x, gcodes, nb, n_groups, index)
 
 
 def _params_bins(kind: str, spec: Any) -> dict[str, Any]:
@@ -177,8 +200,7 @@ def histogram(values: Any, bins: Any, epsilon: float, *, rng: RngLike = None) ->
     """
     eps = check_epsilon(epsilon)
     kind, spec, nb = _bins(bins)
-    codes, _ = _bin_codes(values, kind, spec, None)
-    true = np.bincount(codes, minlength=nb)
+    true = _cell_counts(values, kind, spec, nb, None, 1)[0]
     noisy, scale = _noise(true, 1.0, eps, 1.0, as_generator(rng))
     params = {**_params_bins(kind, spec), "grid": {"count": 1.0}, "epsilon_split": {"count": eps}}
     return _finish_counts("histogram", {"count": noisy}, {"count": scale}, params, eps)
@@ -197,8 +219,7 @@ def grouped_histogram(
     eps = check_epsilon(epsilon)
     kind, spec, nb = _bins(bins)
     keys = _keys(group_keys)
-    codes, gcodes = _bin_codes(values, kind, spec, _group_codes(values, groups, keys))
-    true = np.bincount(gcodes * nb + codes, minlength=len(keys) * nb).reshape(len(keys), nb)
+    true = _cell_counts(values, kind, spec, nb, _group_codes(values, groups, keys), len(keys))
     noisy, scale = _noise(true, 1.0, eps, 1.0, as_generator(rng))
     params = {
         **_params_bins(kind, spec),
@@ -265,27 +286,41 @@ def _sums(x, gcodes, n_groups, lower, upper, squares: bool) -> tuple[dict, dict,
     """Exact lattice sums: count, Σ(x − mid), and optionally Σ((x − mid)² − h²/2).
 
     Returns (totals in lattice units, lattice step per component, sensitivity in
-    lattice units per component). Uses at most two n-sized work arrays.
+    lattice units per component). Works in blocks: no n-sized temporaries.
     """
     mid, half = (lower + upper) / 2.0, (upper - lower) / 2.0
     grid, sens = lattice_plan(lower, upper, squares)
 
-    def total(w: np.ndarray) -> np.ndarray:
-        if gcodes is None:
-            return np.array([w.sum()])
-        return np.bincount(gcodes, weights=w, minlength=n_groups)
+    scale1 = 1.0 / grid["sum"]
+    scale2 = 1.0 / grid["sumsq"] if squares else 0.0
+    shift2 = half * half / 2.0
+    n_out = 1 if gcodes is None else n_groups
+    totals = {"sum": np.zeros(n_out), "sumsq": np.zeros(n_out)}
+    centred, work = np.empty(min(x.size, CHUNK)), np.empty(min(x.size, CHUNK))
 
-    centred = np.clip(x, lower, upper)
-    centred -= mid
-    work = np.multiply(centred, 1.0 / grid["sum"])
-    np.rint(work, out=work)
-    totals = {"sum": total(work)}
-    if squares:
-        np.multiply(centred, centred, out=work)
-        work -= half * half / 2.0
-        work *= 1.0 / grid["sumsq"]
-        np.rint(work, out=work)
-        totals["sumsq"] = total(work)
+    def add(name: str, w: np.ndarray, start: int) -> None:
+        np.rint(w, out=w)  # the record's lattice value: |·| ≤ sensitivity in lattice units
+        if gcodes is None:
+            totals[name] += w.sum()  # integers below 2^53: exact in any order
+        else:
+            totals[name] += np.bincount(
+                gcodes[start : start + CHUNK], weights=w, minlength=n_groups
+            )
+
+    for start in range(0, x.size, CHUNK):  # blocks: exact integer sums, cache-sized buffers
+        block = x[start : start + CHUNK]
+        c, w = centred[: block.size], work[: block.size]
+        np.clip(block, lower, upper, out=c)
+        c -= mid
+        np.multiply(c, scale1, out=w)
+        add("sum", w, start)
+        if squares:
+            np.multiply(c, c, out=w)
+            w -= shift2
+            w *= scale2
+            add("sumsq", w, start)
+    if not squares:
+        del totals["sumsq"]
     counts = np.array([x.size]) if gcodes is None else np.bincount(gcodes, minlength=n_groups)
     totals["count"] = counts.astype(float)
     return totals, grid, sens
@@ -471,17 +506,19 @@ def _quantile_release(
     gcodes = None if keys is None else _group_codes(values, groups, keys)
     x, gcodes = _numeric_with_groups(values, gcodes)
     n_groups = 1 if keys is None else len(keys)
-    # pos = number of candidates ≤ x (uniform grid, so arithmetic instead of searchsorted)
-    pos = np.clip(x, lower, upper)
-    pos -= lower
-    pos *= (c - 1) / (upper - lower)
-    np.floor(pos, out=pos)
-    idx = pos.astype(np.intp)
-    np.clip(idx, 0, c - 1, out=idx)
-    idx += 1
-    if gcodes is not None:
-        idx += gcodes * (c + 1)
-    hist = np.bincount(idx, minlength=n_groups * (c + 1)).reshape(n_groups, c + 1)
+    scale = (c - 1) / (upper - lower)
+
+    def index(block: np.ndarray) -> np.ndarray:
+        """1 + number of candidates ≤ x (uniform grid: arithmetic, not searchsorted)."""
+        pos = np.clip(block, lower, upper)
+        pos -= lower
+        pos *= scale
+        idx = pos.astype(np.intp)  # truncation = floor, pos ≥ 0
+        np.clip(idx, 0, c - 1, out=idx)
+        idx += 1
+        return idx
+
+    hist = _chunked_bincount(x, gcodes, c + 1, n_groups, index)
     below = np.cumsum(hist, axis=1)  # below[:, j] = #{x < candidate j}
     n = below[:, -1:].astype(float)
     below = below[:, :c].astype(float)
