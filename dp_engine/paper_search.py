@@ -24,6 +24,7 @@ from dp_engine.paper_types import IN_BAND, TOO_LITTLE, TOO_MUCH, SearchStep
 from dp_engine.rng import as_generator
 
 REPETITIONS = 5
+_BLOCK_SIZE = 2**18  # up to this many noise values, work on all repetitions at once
 
 
 def _default_grid() -> np.ndarray:
@@ -57,7 +58,9 @@ def validate_grid(epsilons: object) -> np.ndarray:
             "Every ε in the grid must be a finite number greater than 0 (ε = 0 or less "
             "would mean infinite noise)."
         )
-    return np.unique(grid)
+    if grid.size > 1 and not np.all(grid[1:] > grid[:-1]):
+        grid = np.unique(grid)
+    return grid
 
 
 def unit_laplace(rng: np.random.Generator, repetitions: int, n: int) -> np.ndarray:
@@ -65,17 +68,19 @@ def unit_laplace(rng: np.random.Generator, repetitions: int, n: int) -> np.ndarr
 
     Exactly Laplace distributed and several times faster than ``Generator.laplace``: the
     exponential uses the ziggurat, the signs come 64 to a raw draw and are OR-ed into the
-    float32 sign bit (the exponential is never negative), one row at a time so the only
-    temporary is n bytes.
+    float32 sign bit (the exponential is never negative). Large inputs go one row at a
+    time so the only temporary is n bytes.
     """
     noise = np.empty((repetitions, n), dtype=np.float32)
     top = 3 if sys.byteorder == "little" else 0  # the byte holding the float32 sign bit
-    for row in noise:
-        rng.standard_exponential(dtype=np.float32, out=row)
-        raw = rng.bit_generator.random_raw((n + 63) // 64)
-        signs = np.unpackbits(np.ascontiguousarray(raw).view(np.uint8), count=n)
+    step = max(1, _BLOCK_SIZE // max(n, 1))  # rows per chunk: all of them when n is small
+    for first in range(0, repetitions, step):
+        block = noise[first : first + step].reshape(-1)
+        rng.standard_exponential(dtype=np.float32, out=block)
+        raw = rng.bit_generator.random_raw((block.size + 63) // 64)
+        signs = np.unpackbits(np.ascontiguousarray(raw).view(np.uint8), count=block.size)
         np.left_shift(signs, 7, out=signs)
-        high = row.view(np.uint8)[top::4]
+        high = block.view(np.uint8)[top::4]
         np.bitwise_or(high, signs, out=high)
     return noise
 
@@ -84,9 +89,6 @@ def search_kind(data_type: object) -> str:
     """float / int / bool / category for a data type spec (None means float)."""
     kind = normalize_data_type(data_type) or "float"
     return "category" if kind in ("str", "char", "category") else kind
-
-
-_BLOCK_SIZE = 2**18  # up to this many noise values, a probe works on all rows at once
 
 
 class NoiseProbe:
@@ -136,13 +138,16 @@ class NoiseProbe:
 
     def _fit(self, buf: np.ndarray) -> None:
         """Eq. 4 per row in place (one multiply-add; the overflow-free form if needed)."""
-        lo = buf.min(axis=-1, keepdims=True).astype(np.float64)
-        spread = buf.max(axis=-1, keepdims=True) - lo
-        with np.errstate(divide="ignore", over="ignore"):
-            a = (self.max_r - self.min_r) / spread
-        if np.all(spread > 0) and np.all(a < 1e30):
-            buf *= a.astype(self.dtype)
-            buf += (self.min_r - a * lo).astype(self.dtype)
+        lo = buf.min(axis=-1, keepdims=True)
+        spread = buf.max(axis=-1, keepdims=True)
+        spread -= lo
+        span = self.max_r - self.min_r
+        if float(spread.min()) * 1e30 > span:  # every row spread, and span/spread finite
+            a = span / spread
+            buf *= a
+            lo *= a
+            np.subtract(self.min_r, lo, out=lo)
+            buf += lo
         else:
             fit_rows(buf, self.min_r, self.max_r, "float")
 

@@ -360,3 +360,10 @@ def test_huge_values_and_scales_do_not_overflow_into_nan():
         res = dp_calculate(data, 2, 1, float, True, rng=rng())
         assert not any(math.isnan(s.noise_percent) for s in res.steps)
         assert_valid_trace(res.steps, DEFAULT_EPSILONS.size, res.band, res.found)
+
+
+def test_epsilon_grid_is_sorted_and_deduplicated():
+    res = dp_calculate(AGES, 2, 1, epsilons=[1.0, 1e-3, 0.01, 1e-3, 0.1], rng=rng())
+    grid = [1e-3, 0.01, 0.1, 1.0]
+    assert_valid_trace(res.steps, len(grid), res.band, res.found)
+    assert all(s.epsilon == grid[s.mid_idx] for s in res.steps)
