@@ -16,25 +16,36 @@ import json
 import math
 import os
 import re
+import threading
 import weakref
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from sqlalchemy import Connection, create_engine, event, func, insert, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError, OperationalError
 
+try:
+    import fcntl
+except ImportError:  # not on Windows: SQLite's own busy timeout still serializes writers
+    fcntl = None  # type: ignore[assignment]
+
 from dp_engine.errors import BudgetExceededError, InvalidEpsilonError
-from services.ledger_models import SCHEMA_VERSION, Base, BudgetRow, MetaRow, ReleaseRow
+from services.ledger_models import SCHEMA_VERSION, metadata
+from services.ledger_models import budgets as _BUDGETS
+from services.ledger_models import meta as _META
+from services.ledger_models import releases as _RELEASES
 from services.policy import BudgetPolicy
 from services.roles import Role
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["BudgetStatus", "Ledger", "StoredRelease"]
 
@@ -44,9 +55,6 @@ _SQLITE_BUSY_MS = 30_000
 _SQLITE_RETRIES = 3
 _PG_DDL_LOCK = 0x1ED6E8  # advisory-lock key serializing CREATE on PostgreSQL
 _SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
-_RELEASES = ReleaseRow.__table__
-_BUDGETS = BudgetRow.__table__
-_META = MetaRow.__table__
 
 
 @dataclass(frozen=True)
@@ -133,9 +141,13 @@ class Ledger:
         if schema is not None and (self.dialect != "postgresql" or not _SCHEMA_NAME.match(schema)):
             raise ValueError(f"schema {schema!r}: a plain identifier, PostgreSQL only.")
         self.schema = schema
+        self._lock_path: str | None = None
+        self._thread_lock = threading.Lock()
         if self.dialect == "sqlite":
             if parsed.database and parsed.database != ":memory:":
                 Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+                if fcntl is not None:
+                    self._lock_path = parsed.database + ".writer-lock"
             base = create_engine(parsed, connect_args={"timeout": _SQLITE_BUSY_MS / 1000})
             _configure_sqlite(base)
         else:
@@ -159,12 +171,12 @@ class Ledger:
         return ins(table).values(**values).on_conflict_do_nothing()
 
     def _create_tables(self) -> None:
-        with self._tx(write=True) as conn:
+        with self._write_lock(), self._tx(write=True) as conn:
             if self.dialect == "postgresql":
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_DDL_LOCK})
                 if self.schema:
                     conn.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"'))
-            Base.metadata.create_all(conn)
+            metadata.create_all(conn)
             conn.execute(self._insert_ignore(_META, key="schema_version",
                                              value=str(SCHEMA_VERSION)))
             stored = int(conn.execute(
@@ -232,26 +244,24 @@ class Ledger:
 
     def _charge_once(self, role: Role, values: dict[str, Any]) -> StoredRelease:
         now = _now()
-        limit = self.policy.limit(role)
-        with self._tx(write=True) as conn:
-            twin = self._find(conn, values["dataset_version"], values["query_key"],
-                              values["tier"])
+        key = (values["dataset_version"], values["query_key"], values["tier"])
+        # Read-only pass, no lock: a stored twin is served, and an exhausted budget refused
+        # (spend only grows within a period), so neither waits for the writers.
+        with self._tx(write=False) as conn:
+            twin = self._find(conn, *key)
             if twin is not None:
                 return twin
+            row = conn.execute(self._budget_select(role, values["dataset_id"])).mappings().first()
+            if row is not None:
+                self._check_budget(role, values, *self._current_spend(row, now))
+        with self._write_lock(), self._tx(write=True) as conn:
             spent, period_start, renews_at = self._lock_budget(conn, role, values["dataset_id"],
                                                                now)
+            twin = self._find(conn, *key)  # committed while we waited for the lock?
+            if twin is not None:
+                return twin
+            self._check_budget(role, values, spent, period_start, renews_at)
             eps = values["epsilon"]
-            if limit is not None and spent + eps > limit * (1 + _REL_TOL):
-                left = max(limit - spent, 0.0)
-                renew = f" The budget renews on {renews_at:%Y-%m-%d %H:%M} UTC." \
-                    if renews_at else ""
-                raise BudgetExceededError(
-                    f"Privacy budget exhausted for the {role.label.lower()} role on dataset "
-                    f"'{values['dataset_id']}': this request needs ε = {_fmt(eps)}, but the "
-                    f"budget has spent {_fmt(spent)} of {_fmt(limit)}, {_fmt(left)} left. "
-                    f"Nothing was charged and no answer was released. Previously released "
-                    f"answers stay available at no cost.{renew}"
-                )
             new_id = conn.execute(
                 insert(_RELEASES).values(created_at=now, **values).returning(_RELEASES.c.id)
             ).scalar_one()
@@ -261,15 +271,57 @@ class Ledger:
         row = {"id": new_id, "created_at": now, **values}
         return _to_release(row, cached=False)
 
+    def _check_budget(self, role: Role, values: dict[str, Any], spent: float,
+                      _period_start: datetime, renews_at: datetime | None) -> None:
+        """Raise BudgetExceededError if ``values['epsilon']`` does not fit what is left."""
+        limit, eps = self.policy.limit(role), values["epsilon"]
+        if limit is None or spent + eps <= limit * (1 + _REL_TOL):
+            return
+        left = max(limit - spent, 0.0)
+        renew = f" The budget renews on {renews_at:%Y-%m-%d %H:%M} UTC." if renews_at else ""
+        raise BudgetExceededError(
+            f"Privacy budget exhausted for the {role.label.lower()} role on dataset "
+            f"'{values['dataset_id']}': this request needs ε = {_fmt(eps)}, but the "
+            f"budget has spent {_fmt(spent)} of {_fmt(limit)}, {_fmt(left)} left. "
+            f"Nothing was charged and no answer was released. Previously released "
+            f"answers stay available at no cost.{renew}"
+        )
+
+    @staticmethod
+    def _budget_select(role: Role, dataset_id: str):
+        return select(_BUDGETS).where(_BUDGETS.c.role == role.value,
+                                      _BUDGETS.c.dataset_id == str(dataset_id))
+
     def _lock_budget(self, conn: Connection, role: Role, dataset_id: str,
                      now: datetime) -> tuple[float, datetime, datetime | None]:
-        """Lock the budget row (creating it); return (spent this period, period start, renewal)."""
-        conn.execute(self._insert_ignore(_BUDGETS, role=role.value, dataset_id=dataset_id,
-                                         first_charge_at=now, period_start=now, spent=0.0))
-        row = conn.execute(select(_BUDGETS).where(
-            _BUDGETS.c.role == role.value, _BUDGETS.c.dataset_id == dataset_id,
-        ).with_for_update()).mappings().one()
+        """Lock the budget row (creating it); return (spent this period, period start, renewal).
+
+        One round trip: an upsert whose no-op update takes the row lock (PostgreSQL waits
+        for any other holder and then sees its committed spend) and returns the row.
+        """
+        ins = pg_insert if self.dialect == "postgresql" else sqlite_insert
+        stmt = ins(_BUDGETS).values(role=role.value, dataset_id=dataset_id,
+                                    first_charge_at=now, period_start=now, spent=0.0)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[_BUDGETS.c.role, _BUDGETS.c.dataset_id],
+            set_={"role": stmt.excluded.role},
+        ).returning(*_BUDGETS.c)
+        row = conn.execute(stmt).mappings().one()
         return self._current_spend(row, now)
+
+    @contextmanager
+    def _write_lock(self) -> Iterator[None]:
+        """SQLite: queue writers on a file lock (woken at once) instead of busy-wait polling."""
+        if self._lock_path is None:
+            yield
+            return
+        with self._thread_lock:
+            fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                yield
+            finally:
+                os.close(fd)  # closing releases the lock; a killed process releases it too
 
     def _current_spend(self, row: Mapping[str, Any],
                        now: datetime) -> tuple[float, datetime, datetime | None]:
@@ -285,9 +337,7 @@ class Ledger:
         role = Role(str(role))
         limit = self.policy.limit(role)
         with self._tx(write=False) as conn:
-            row = conn.execute(select(_BUDGETS).where(
-                _BUDGETS.c.role == role.value, _BUDGETS.c.dataset_id == str(dataset_id),
-            )).mappings().first()
+            row = conn.execute(self._budget_select(role, dataset_id)).mappings().first()
         spent, renews_at = 0.0, None
         if row is not None:
             spent, _, renews_at = self._current_spend(row, _now())
@@ -338,6 +388,8 @@ class Ledger:
 
     def totals(self) -> pd.DataFrame:
         """Per user and dataset: number of releases, ε charged, dataset-level ε, first/last."""
+        import pandas as pd  # only the ledger page needs it; workers start faster without
+
         r = _RELEASES.c
         stmt = (select(r.user_name.label("user"), r.dataset_id,
                        func.count().label("releases"),

@@ -1,67 +1,63 @@
-"""SQL tables of the privacy ledger: releases (also the cache), budgets, schema version."""
+"""SQL tables of the privacy ledger: releases (also the cache), budgets, schema version.
+
+Plain SQLAlchemy Core tables (no ORM): the ledger only runs a few fixed statements, and every
+worker process starts faster without the ORM.
+"""
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from sqlalchemy import (
+    Column,
     DateTime,
     Float,
     Index,
     Integer,
+    MetaData,
     String,
+    Table,
     Text,
     UniqueConstraint,
 )
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 SCHEMA_VERSION = 1
 
+metadata = MetaData()
+"""No schema here: a deployment may map one at run time (schema_translate_map)."""
 
-class Base(DeclarativeBase):
-    """Declarative base of the ledger tables (schema mapped at run time)."""
+releases = Table(
+    "ledger_releases", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("user_name", String(200), nullable=False),
+    Column("role", String(32), nullable=False),
+    Column("dataset_id", String(200), nullable=False),
+    Column("dataset_version", String(200), nullable=False),
+    Column("query_key", Text, nullable=False),
+    Column("tier", Integer, nullable=False),
+    Column("mechanism", String(100), nullable=False),
+    Column("epsilon", Float, nullable=False),
+    Column("dataset_loss", Float, nullable=False, default=0.0),
+    Column("answer_json", Text, nullable=False),
+    # the cache key: one stored answer per (dataset version, canonical query, tier)
+    UniqueConstraint("dataset_version", "query_key", "tier", name="uq_ledger_release_key"),
+    Index("ix_ledger_release_user", "user_name"),
+    Index("ix_ledger_release_dataset", "dataset_id"),
+)
+"""One noisy answer that left the server, with its cost."""
 
+budgets = Table(
+    "ledger_budgets", metadata,
+    Column("role", String(32), primary_key=True),
+    Column("dataset_id", String(200), primary_key=True),
+    Column("first_charge_at", DateTime(timezone=True), nullable=False),
+    Column("period_start", DateTime(timezone=True), nullable=False),
+    Column("spent", Float, nullable=False, default=0.0),
+)
+"""Running spend of one (role, dataset) budget; the row every charge locks."""
 
-class ReleaseRow(Base):
-    """One noisy answer that left the server, with its cost. Unique per cache key."""
-
-    __tablename__ = "ledger_releases"
-    __table_args__ = (
-        UniqueConstraint("dataset_version", "query_key", "tier", name="uq_ledger_release_key"),
-        Index("ix_ledger_release_user", "user_name"),
-        Index("ix_ledger_release_dataset", "dataset_id"),
-    )
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
-    user_name: Mapped[str] = mapped_column(String(200), nullable=False)
-    role: Mapped[str] = mapped_column(String(32), nullable=False)
-    dataset_id: Mapped[str] = mapped_column(String(200), nullable=False)
-    dataset_version: Mapped[str] = mapped_column(String(200), nullable=False)
-    query_key: Mapped[str] = mapped_column(Text, nullable=False)
-    tier: Mapped[int] = mapped_column(Integer, nullable=False)
-    mechanism: Mapped[str] = mapped_column(String(100), nullable=False)
-    epsilon: Mapped[float] = mapped_column(Float, nullable=False)
-    dataset_loss: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
-    answer_json: Mapped[str] = mapped_column(Text, nullable=False)
-
-
-class BudgetRow(Base):
-    """Running spend of one (role, dataset) budget; the row every charge locks."""
-
-    __tablename__ = "ledger_budgets"
-
-    role: Mapped[str] = mapped_column(String(32), primary_key=True)
-    dataset_id: Mapped[str] = mapped_column(String(200), primary_key=True)
-    first_charge_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
-    period_start: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
-    spent: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
-
-
-class MetaRow(Base):
-    """Key/value facts about the ledger itself (schema version)."""
-
-    __tablename__ = "ledger_meta"
-
-    key: Mapped[str] = mapped_column(String(64), primary_key=True)
-    value: Mapped[str] = mapped_column(String(200), nullable=False)
+meta = Table(
+    "ledger_meta", metadata,
+    Column("key", String(64), primary_key=True),
+    Column("value", String(200), nullable=False),
+)
+"""Key/value facts about the ledger itself (schema version)."""
