@@ -199,11 +199,14 @@ def sensitivity(query_type: object, data: object, bounds: object = None) -> floa
     return sensitivity_from(code, span, prep.n)
 
 
+# The loss depends on the noise scale (the query) and on how far one patient moves one
+# record; only for query 1 does that depend on what the records are (counts or values).
+_RECORD_STATISTICS = ("mean", "median", "variance", "values")
 _STATISTICS = {
     1: ("count", "histogram"),
-    2: ("mean", "values"),
-    3: ("median", "values"),
-    4: ("variance", "values"),
+    2: _RECORD_STATISTICS,
+    3: _RECORD_STATISTICS,
+    4: _RECORD_STATISTICS,
 }
 
 
@@ -223,9 +226,12 @@ def effective_epsilon(
 
     - mean / median (S_f = (b-a)/n, Δ = b-a): n·ε;
     - variance (S_f = (b-a)²/n, Δ = b-a): n·ε/(b-a), so ``span`` = b-a is required;
-    - count (statistic "count": the data are per-cell counts, one patient moves one cell by
-      1): ε; statistic "histogram" (raw values noised with S_f = 1 then binned): (b-a)·ε,
-      ``span`` required.
+    - count (statistic "count", the default: the data are per-cell counts, one patient
+      moves one cell by 1): ε; statistic "histogram" (raw values noised with S_f = 1 then
+      binned): (b-a)·ε, ``span`` required.
+
+    For queries 2–4 ``statistic`` (mean, median, variance or values) does not change the
+    bound: the whole noised vector carries it.
 
     This is for neighbours that replace one record, with the bounds treated as public. It
     is still a LOWER bound on the true loss: the ε search reads the data to pick ε, the

@@ -173,6 +173,13 @@ def test_effective_epsilon_rejects_bad_input():
         effective_epsilon(2, 0.1, 0)
     with pytest.raises(DataTypeError):
         effective_epsilon(2, 0.1, 10, statistic="histogram")
+    with pytest.raises(DataTypeError):
+        effective_epsilon(1, 0.1, 10, statistic="mean")
+
+
+def test_effective_epsilon_of_record_queries_ignores_the_statistic_name():
+    assert effective_epsilon(3, 0.5, 10, statistic="mean") == pytest.approx(5.0)
+    assert effective_epsilon(4, 0.5, 10, statistic="mean", span=2.0) == pytest.approx(2.5)
 
 
 @settings(max_examples=60, deadline=None)
