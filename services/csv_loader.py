@@ -151,6 +151,7 @@ def _parse(
             return pd.read_csv(
                 io.BytesIO(content), sep=delim, encoding=encoding, na_values=EXTRA_NA,
                 encoding_errors="replace", dtype=dtypes or None, low_memory=False,
+                index_col=False,
             )
     except pd.errors.EmptyDataError as exc:
         raise DatasetError(f"'{filename}' has no header row and no data.") from exc
