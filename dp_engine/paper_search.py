@@ -32,7 +32,8 @@ def _default_grid() -> np.ndarray:
 
     Neighbours differ by about 1.2 %, far finer than any band (the narrowest spans a factor
     of 2 in noise), and the range covers the per-record ε a mean needs from n = 1 record up
-    to about 1e9 records (that ε falls like 1/n because S_f = (b-a)/n).
+    to about 1e8–1e9 records when the column's span is comparable to its values (that ε
+    falls like 1/n because S_f = (b-a)/n). Beyond it the search reports found=False.
     """
     grid = np.geomspace(1e-9, 1e3, 2401)
     digits = 3 - np.floor(np.log10(grid)).astype(int)
