@@ -7,6 +7,7 @@ import logging
 from dash import Input, Output
 
 from layouts import explore, ids, shell
+from services.identity import EMBEDDED_USER
 from services.roles import Role
 
 log = logging.getLogger(__name__)
@@ -43,4 +44,5 @@ def register_callbacks(app, services) -> None:
         identity = services.identity.current()
         path = pathname if isinstance(pathname, str) else "/"
         return (page_for(services, path), shell.nav_links(identity.role, path),
-                shell.session_badge(identity.user, identity.role, identity.authenticated))
+                shell.session_badge(identity.user, identity.role,
+                                    identity.authenticated and identity.user != EMBEDDED_USER))

@@ -53,10 +53,10 @@ def nav_links(role: Role, pathname: str) -> list[dbc.NavItem]:
     ]
 
 
-def session_badge(user: str, role: Role, authenticated: bool) -> list:
+def session_badge(user: str, role: Role, can_log_out: bool) -> list:
     items: list = [dbc.Badge(role.label, color="light", text_color="primary", className="me-2"),
                    html.Span(user, className="text-white-50 small")]
-    if authenticated:
+    if can_log_out:
         items.append(html.A("Log out", href="/logout", className="ms-3 link-light small"))
     return items
 

@@ -6,17 +6,10 @@ from dataclasses import dataclass
 
 from services.config import AppConfig
 from services.datasets import DatasetRegistry
-from services.identity import Identity, current_identity
+from services.identity import IdentityService
 from services.ledger import Ledger
 from services.policy import BudgetPolicy
 from services.releases import ReleaseService, new_rng_factory
-
-
-class IdentityProvider:
-    """Who is asking: always read from the server session, never from request data."""
-
-    def current(self) -> Identity:
-        return current_identity()
 
 
 @dataclass
@@ -25,7 +18,7 @@ class Services:
     registry: DatasetRegistry
     ledger: Ledger
     releases: ReleaseService
-    identity: IdentityProvider
+    identity: IdentityService
 
 
 def build_services(config: AppConfig, *, seed: int | None = None) -> Services:
@@ -39,4 +32,4 @@ def build_services(config: AppConfig, *, seed: int | None = None) -> Services:
                                            if config.renewal_days else {})})
     ledger = Ledger(config.ledger_url, policy)
     releases = ReleaseService(registry, ledger, rng_factory=new_rng_factory(seed))
-    return Services(config, registry, ledger, releases, IdentityProvider())
+    return Services(config, registry, ledger, releases, IdentityService())
