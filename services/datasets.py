@@ -25,7 +25,7 @@ from services.dataset_errors import DatasetError, UnknownDatasetError
 from services.frame_normalization import apply_schema
 from services.load_report import LoadReport
 from services.schema_files import read_schema_file, write_schema_file
-from services.schema_inference import propose_schema
+from services.schema_inference import PROPOSED_NOTE, propose_schema
 
 __all__ = [
     "SAMPLE_CSV", "SAMPLE_ID", "SAMPLE_SCHEMA", "Dataset", "DatasetError", "DatasetRegistry",
@@ -45,9 +45,12 @@ def content_version(content: bytes) -> str:
     return hashlib.sha256(content).hexdigest()[:16]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Dataset:
-    """One loaded dataset: normalized frame plus its public schema and owner-only report."""
+    """One loaded dataset: normalized frame plus its public schema and owner-only report.
+
+    Compared by identity (``eq=False``): a DataFrame has no single truth value.
+    """
 
     id: str
     title: str
@@ -163,7 +166,9 @@ class DatasetRegistry:
         """The owner's approval: flags cleared, non-owners may now query the dataset."""
         with self._lock:
             entry = self._entries.get(dataset_id) or self._missing(dataset_id)
-            ds = replace(entry.dataset, schema=entry.dataset.schema.confirm())
+            schema = entry.dataset.schema.confirm()
+            notes = tuple(n for n in schema.notes if not n.startswith(PROPOSED_NOTE))
+            ds = replace(entry.dataset, schema=replace(schema, notes=notes))
             self._store_schema(entry, ds)
             return ds
 

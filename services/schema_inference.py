@@ -59,6 +59,7 @@ _NAME_TOKENS = {"name", "physician", "doctor", "surname", "firstname", "arzt", "
 _TEXT_TOKENS = {"comment", "comments", "note", "notes", "remark", "remarks", "text", "freetext"}
 _QI_TOKENS = {"sex", "gender", "year", "ethnicity", "race", "postcode", "zip", "birth"}
 
+PROPOSED_NOTE = "Proposed automatically"
 MATCH_SHARE = 0.9        # share of cells that must read as numbers/dates to pick that kind
 MAX_ORDINAL_LEVELS = 10  # whole numbers with at most this many levels are proposed as ordinal
 
@@ -197,7 +198,7 @@ def propose_schema(frame: pd.DataFrame, dataset: str) -> Schema:
     columns = tuple(propose_column(str(name), frame[name]) for name in frame.columns)
     flagged = sum(c.derived_from_data for c in columns)
     notes = (
-        f"Proposed automatically; {flagged} column(s) have bounds or categories derived from "
+        f"{PROPOSED_NOTE}; {flagged} column(s) have bounds or categories derived from "
         "the data — not private until you confirm or edit them.",
     )
     return Schema(dataset=dataset, columns=columns, confirmed=False, title=dataset, notes=notes)

@@ -281,6 +281,7 @@ def test_edit_confirm_and_restart(registry):
     assert not edited.schema.confirmed
     confirmed = registry.confirm_schema(ds.id)
     assert confirmed.schema.confirmed and not confirmed.schema.flagged_columns()
+    assert not any("derived from the data" in n for n in confirmed.schema.notes)
     again = DatasetRegistry(registry.storage_dir)  # another worker / a restart
     reloaded = again.get(ds.id)
     assert reloaded.schema == confirmed.schema and reloaded.version == ds.version
