@@ -13,7 +13,9 @@ versions use parallel composition (each record is in one group): total ε = ε.
 
 Records whose value (or group) is missing are dropped first: they count as
 absent, which is safe under add/remove neighbours; how many is never reported.
-An entirely empty or all-missing input raises EmptyDataError.
+An empty or all-missing selection is answered like any other (the noise alone,
+e.g. a noisy count near 0): refusing it would tell "no patient matches" apart
+from "one patient matches", and n is private.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dp_engine.errors import DataTypeError, EmptyDataError, InvalidBoundsError, UnknownQueryError
+from dp_engine.errors import DataTypeError, InvalidBoundsError, UnknownQueryError
 from dp_engine.rng import RngLike, as_generator
 from dp_engine.sound.accuracy import (
     dlap_abs_mean,
@@ -53,12 +55,6 @@ DEFAULT_CANDIDATES = 1001
 DL = "discrete Laplace"
 
 
-def _empty(what: str = "The selection") -> EmptyDataError:
-    return EmptyDataError(
-        f"{what} has no usable (non-missing) value; choose another column or widen the filter."
-    )
-
-
 def _fixed_grid(half_range: float) -> float:
     """Power-of-two step with half_range/step ≤ 2^SUM_BITS."""
     return 2.0 ** math.ceil(math.log2(half_range) - SUM_BITS)
@@ -74,16 +70,18 @@ def _noise(true: np.ndarray, sens_units: float, eps: float, grid: float, rng) ->
 # ---------------------------------------------------------------- inputs
 
 
-def _present(values: Any) -> np.ndarray:
-    """Mask of non-missing entries of any 1-D input."""
+def _present_count(values: Any) -> int:
+    """Number of non-missing entries of any 1-D input."""
     if isinstance(values, (pd.Series, pd.Index)):
-        return values.notna().to_numpy()
+        return int(values.notna().sum())
     arr = np.ravel(np.asarray(values))
     if arr.dtype.kind in "biuUS":
-        return np.ones(arr.shape, dtype=bool)
+        return arr.size
     if arr.dtype.kind in "fc":
-        return ~np.isnan(arr)
-    return pd.Series(arr).notna().to_numpy()
+        if arr.size and not np.isnan(arr.min()):  # one reduction: nothing is missing
+            return arr.size
+        return int(arr.size - np.count_nonzero(np.isnan(arr)))
+    return int(pd.Series(arr).notna().sum())
 
 
 def _group_codes(values: Any, groups: Any, group_keys: Sequence[Any]) -> np.ndarray:
@@ -106,8 +104,6 @@ def _numeric_with_groups(values: Any, gcodes: np.ndarray | None) -> tuple:
     if keep is not None and not keep.all():
         x = x[keep]
         gcodes = None if gcodes is None else gcodes[keep]
-    if x.size == 0:
-        raise _empty()
     if x.size >= MAX_RECORDS:
         raise DataTypeError("More than 2^31 records: split the data set to compute exact sums.")
     return x, gcodes
@@ -159,8 +155,6 @@ def _cell_counts(values: Any, kind: str, spec: Any, nb: int, gcodes, n_groups: i
         if not keep.all():
             x = x[keep]
             gcodes = None if gcodes is None else gcodes[keep]
-        if x.size == 0:
-            raise _empty()
 
         def index(block: np.ndarray) -> np.ndarray:
             return block.copy()
@@ -184,9 +178,7 @@ def _keys(group_keys: Sequence[Any]) -> list[Any]:
 def count(values: Any, epsilon: float, *, rng: RngLike = None) -> Release:
     """DP number of non-missing records: discrete Laplace (Δ = 1), clamped ≥ 0."""
     eps = check_epsilon(epsilon)
-    n = int(_present(values).sum())
-    if n == 0:
-        raise _empty()
+    n = _present_count(values)
     noisy, scale = _noise(np.array([n]), 1.0, eps, 1.0, as_generator(rng))
     params = {"grid": {"count": 1.0}, "epsilon_split": {"count": eps}}
     return _finish_counts("count", {"count": noisy}, {"count": scale}, params, eps)
