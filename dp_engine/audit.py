@@ -51,6 +51,15 @@ class AuditResult:
     p_hat: tuple[float, float]  # estimation-half frequencies of S: (numerator, denominator)
     confidence: float
 
+    def summary(self) -> str:
+        """One line for logs and reports: bound, claim, verdict, event."""
+        verdict = "VIOLATED" if self.violated else "ok"
+        return (
+            f"eps_lb={self.epsilon_lower_bound:.3f} claimed={self.claimed_epsilon:g} "
+            f"delta={self.delta:g} runs={self.n_runs} {verdict} | {self.event} "
+            f"| p_hat=({self.p_hat[0]:.4g}, {self.p_hat[1]:.4g}) conf={self.confidence:g}"
+        )
+
 
 @dataclass(frozen=True)
 class _Choice:

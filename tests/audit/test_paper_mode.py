@@ -13,9 +13,11 @@ audits assert the opposite (a violation), at fixed seeds.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
-from dp_engine.audit import audit_scalar, looped
+from dp_engine.audit import AuditResult, audit_scalar, looped
 from dp_engine.paper import dp_calculate, effective_epsilon
 from dp_engine.paper_fit import sensitivity_from
 from dp_engine.paper_search import NoiseProbe, unit_laplace
@@ -24,6 +26,10 @@ ALPHA = 1e-5
 N = 20
 # Values in [0, 1] with both ends present, so the data-derived range is the same for D and D'.
 D = np.array([0.0] * (N - 1) + [1.0])
+
+
+def show(result: AuditResult) -> None:
+    print(f"AUDIT {os.environ.get('PYTEST_CURRENT_TEST', '?').split(' ')[0]} {result.summary()}")
 
 
 def released_mean(values: np.ndarray, eps: float):
@@ -44,7 +50,8 @@ def test_paper_mean_is_caught_at_its_labelled_epsilon():
         rng=np.random.default_rng(301),
         bit_events=False,
     )
-    assert result.violated, f"paper mode not caught: ε_lb = {result.epsilon_lower_bound}"
+    show(result)
+    assert result.violated, f"paper mode not caught: {result.summary()}"
     assert result.epsilon_lower_bound > 2 * eps
 
 
@@ -79,6 +86,7 @@ def test_paper_mean_leak_lies_between_the_label_and_n_times_epsilon():
         rng=np.random.default_rng(302),
         bit_events=False,
     )
+    show(result)
     effective = effective_epsilon(2, eps, N)
     assert effective == N * eps
     assert result.violated and result.epsilon_lower_bound > 4 * eps
