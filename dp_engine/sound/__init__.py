@@ -3,6 +3,14 @@
 Neighbouring data sets differ by adding or removing one patient, so the number
 of records n is private. Bounds, categories and bins are public metadata
 (the dataset schema), never read from the data.
+
+* statistics (``statistics``): count, histogram, mean, variance, quantiles and
+  their grouped versions, each returning a ``Release`` (value, ε, mechanism,
+  public parameters, expected error and 95 % interval from public inputs only);
+* mechanisms (``mechanisms``): laplace / discrete_laplace (floating-point safe),
+  gaussian, bounded_laplace, randomized_response, exponential;
+* ``calibrate``: ε for a noise factor from the public accuracy map;
+* ``refine`` / ``refine_tier`` (``tiers``): nested, noisier tiers by post-processing.
 """
 
 from dp_engine.sound.calibrate import Calibration, calibrate, expected_relative_error

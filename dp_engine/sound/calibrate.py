@@ -72,6 +72,7 @@ def expected_relative_error(
     bins: Any = None,
     n_groups: int = 1,
     qs: Sequence[float] = (0.25, 0.5, 0.75),
+    n_candidates: int | None = None,
 ) -> float:
     """Expected relative error in percent of ``statistic`` released at ε (public inputs)."""
     per_group = max(float(n) / n_groups, 1.0)
@@ -91,9 +92,8 @@ def expected_relative_error(
     if statistic == "quantiles":
         levels = np.asarray(check_qs(qs))
         eps_q = epsilon / len(levels)
-        errs = quantile_error(
-            width, DEFAULT_CANDIDATES, eps_q, np.maximum(levels, 1 - levels), per_group
-        )
+        c = DEFAULT_CANDIDATES if n_candidates is None else int(n_candidates)
+        errs = quantile_error(width, c, eps_q, np.maximum(levels, 1 - levels), per_group)
         return 100.0 * float(np.mean(errs)) / width
     raise UnknownQueryError(
         f"Unknown statistic {statistic!r}: choose one of {', '.join(STATISTICS)}."
@@ -118,6 +118,7 @@ def calibrate(
     n_groups: int = 1,
     qs: Sequence[float] = (0.25, 0.5, 0.75),
     epsilon_grid: Any = None,
+    n_candidates: int | None = None,
 ) -> Calibration:
     """The smallest grid ε whose expected relative error lies in the noise factor's band.
 
@@ -149,6 +150,7 @@ def calibrate(
             bins=bins,
             n_groups=int(n_groups),
             qs=qs,
+            n_candidates=n_candidates,
         )
 
     steps: list[tuple[float, float]] = []
