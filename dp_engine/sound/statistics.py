@@ -339,7 +339,7 @@ def _moment_release(
         "upper": upper,
         "grid": grid,
         "epsilon_split": {name: share for name in noisy},
-        "n_estimate": None if n_estimate is None else _check_n(n_estimate),
+        "n_estimate": None if n_estimate is None else _check_n(n_estimate, len(keys or [0])),
     }
     if keys is not None:
         params["group_keys"] = keys
@@ -347,10 +347,17 @@ def _moment_release(
     return finish(statistic, noisy, scales, params, eps, sensitivity)
 
 
-def _check_n(n_estimate: Any) -> Any:
-    arr = np.asarray(n_estimate, dtype=float)
-    if not np.isfinite(arr).all():
-        raise DataTypeError("n_estimate must be a finite (DP-released) count.")
+def _check_n(n_estimate: Any, n_groups: int) -> Any:
+    """A public size estimate: one finite number, or one per group."""
+    try:
+        arr = np.asarray(n_estimate, dtype=float)
+    except (TypeError, ValueError):
+        arr = np.array(np.nan)
+    if not np.isfinite(arr).all() or arr.ndim > 1 or arr.size not in (1, n_groups):
+        raise DataTypeError(
+            f"n_estimate must be a finite DP-released count, or one per group ({n_groups}); "
+            f"got {n_estimate!r}."
+        )
     return arr.tolist()
 
 
@@ -522,7 +529,7 @@ def _quantile_release(
     chosen = gumbel_argmax(logits, as_generator(rng))  # (groups, len(qs))
     grid = np.linspace(lower, upper, c)
     value = np.sort(grid[chosen], axis=-1)
-    n_est = None if n_estimate is None else np.asarray(_check_n(n_estimate), dtype=float)
+    n_est = None if n_estimate is None else np.asarray(_check_n(n_estimate, n_groups), dtype=float)
     n_b = None if n_est is None else np.broadcast_to(np.reshape(n_est, (-1, 1)), value.shape)
     err = quantile_error(upper - lower, c, eps_q, sens, n_b)
     hw = quantile_error(upper - lower, c, eps_q, sens, n_b, level=0.95)

@@ -356,6 +356,13 @@ def test_bad_inputs_raise_readable_errors():
         (DataTypeError, "same length", lambda: grouped_histogram(x, ["x"], ["a"], ["x"], 1.0)),
         (UnknownQueryError, "between 0 and 1", lambda: quantiles(x, 0, 1, 1.0, qs=[0.5, 1.2])),
         (UnknownQueryError, "n_candidates", lambda: quantiles(x, 0, 1, 1.0, n_candidates=1)),
+        (DataTypeError, "n_estimate", lambda: mean(x, 0, 1, 1.0, n_estimate=math.nan)),
+        (
+            DataTypeError,
+            "one per group",
+            lambda: grouped_mean(x, ["a", "b"], ["a", "b"], 0, 1, 1.0, n_estimate=[1, 2, 3]),
+        ),
+        (DataTypeError, "n_estimate", lambda: quantiles(x, 0, 1, 1.0, n_estimate="many")),
     ]
     for error, text, call in cases:
         with pytest.raises(error, match=text):
