@@ -1,0 +1,244 @@
+"""Anonymize page callbacks — owner only, re-checked on every call.
+
+Each callback is a thin ``handle_*`` function (testable without a browser) wrapped by
+``register_callbacks``: authorize, validate, call ``dp_engine.anonymize``, build the report and
+figure. A forged request from another role gets a refusal message and no data.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from dash import Input, Output, State, ctx, dcc, no_update
+
+from dp_engine.anonymize import anonymize
+from dp_engine.errors import DPError
+from dp_engine.rng import RngLike
+from dp_engine.schema import ColumnRole
+from layouts import anonymize as page
+from layouts import ids
+from layouts.anonymize_figures import before_after_scatter, empty_figure
+
+log = logging.getLogger(__name__)
+
+MAX_PLOT_POINTS = 5000
+MAX_K = 100
+
+
+def _owner(services) -> bool:
+    return page.is_owner(services.identity.current())
+
+
+def _names(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise DPError("The column choice was not readable; reload the page.")
+    return list(dict.fromkeys(value))
+
+
+def _k(value: Any) -> int:
+    try:
+        k = float(value)
+    except (TypeError, ValueError):
+        raise DPError("k must be a whole number between 2 and 100.") from None
+    if not k.is_integer() or not 2 <= k <= MAX_K:
+        raise DPError("k must be a whole number between 2 and 100.")
+    return int(k)
+
+
+def handle_dataset(services, dataset_id: Any) -> tuple:
+    """Column options and defaults for the chosen dataset."""
+    if not _owner(services):
+        return ([], [], [], [])
+    try:
+        schema = services.registry.get(str(dataset_id)).schema
+    except DPError:
+        return ([], [], [], [])
+    opts = page.column_options(schema)
+    return (
+        opts,
+        page.default_columns(schema, ColumnRole.QUASI_IDENTIFIER),
+        opts,
+        page.default_columns(schema, ColumnRole.SENSITIVE),
+    )
+
+
+def handle_axes(services, dataset_id: Any, qis: Any, x: Any, y: Any) -> tuple:
+    """Scatter axis choices follow the chosen quasi-identifiers (current choice kept)."""
+    if not _owner(services):
+        return ([], None, [], None)
+    try:
+        schema = services.registry.get(str(dataset_id)).schema
+        opts = page.axis_options(schema, _names(qis))
+    except DPError:
+        return ([], None, [], None)
+    values = [o["value"] for o in opts]
+    x = x if x in values else (values[0] if values else None)
+    y = y if y in values else (next((v for v in values if v != x), x))
+    return (opts, x, opts, y)
+
+
+def _plain(series: pd.Series) -> list:
+    """JSON-safe values for the figure (dates as ISO text, missing as None)."""
+    if pd.api.types.is_datetime64_any_dtype(series):
+        return [None if pd.isna(v) else v.isoformat() for v in series]
+    return [None if pd.isna(v) else (v.item() if hasattr(v, "item") else v) for v in series]
+
+
+def _plot_data(
+    frame: pd.DataFrame, released: pd.DataFrame, groups: np.ndarray, qis: list[str]
+) -> dict:
+    rows = np.arange(len(frame))
+    if rows.size > MAX_PLOT_POINTS:
+        rows = np.linspace(0, rows.size - 1, MAX_PLOT_POINTS).astype(int)
+    return {
+        "groups": groups[rows].tolist(),
+        "before": {q: _plain(frame[q].iloc[rows]) for q in qis},
+        "after": {q: _plain(released[q].iloc[rows]) for q in qis},
+    }
+
+
+def figure_from_store(store: Any, x: Any, y: Any) -> dict:
+    if not isinstance(store, dict) or "plot" not in store:
+        return empty_figure()
+    plot = store["plot"]
+    if x not in plot["before"] or y not in plot["before"]:
+        return empty_figure("Choose two of the quasi-identifiers used in this run.")
+    labels = store.get("labels", {})
+    return before_after_scatter(
+        labels.get(x, x),
+        labels.get(y, y),
+        plot["before"][x],
+        plot["before"][y],
+        plot["after"][x],
+        plot["after"][y],
+        plot["groups"],
+        method=store.get("method", ""),
+        k=store.get("k", 0),
+    )
+
+
+def _run(services, dataset_id, qis, sensitive, k, method, mode, x, y, rng):
+    if method not in page.METHODS or mode not in page.SENSITIVE_MODES:
+        raise DPError("Unknown method or sensitive-column mode; reload the page.")
+    ds = services.registry.get(str(dataset_id))
+    qis, sensitive, k = _names(qis), _names(sensitive), _k(k)
+    allowed = {o["value"] for o in page.column_options(ds.schema)}
+    bad = [c for c in qis + sensitive if c not in allowed]
+    if bad:
+        raise DPError(
+            f"{', '.join(bad)} cannot be anonymized here (identifier, free text or unknown column)."
+        )
+    result = anonymize(
+        ds.frame, qis, sensitive, k, method=method, sensitive_mode=mode, schema=ds.schema, rng=rng
+    )
+    labels = {c.name: c.display for c in ds.schema.columns}
+    store = {
+        "csv": result.release(rng).to_csv(index=False),
+        "filename": f"{ds.id}-k{k}-{method}-anonymized.csv",
+        "plot": _plot_data(ds.frame, result.released, result.groups, qis),
+        "labels": labels,
+        "method": method,
+        "k": k,
+    }
+    done = page.message(
+        f"Anonymized {len(ds.frame)} records of '{ds.title or ds.id}' with {method}, k = {k} "
+        f"({page.LABEL}).",
+        "success" if result.report.k_anonymous else "warning",
+    )
+    return (done, page.report_view(result, labels), figure_from_store(store, x, y), store, False)
+
+
+def handle_run(
+    services, trigger, dataset_id, qis, sensitive, k, method, mode, x, y, store, rng: RngLike = None
+) -> tuple:
+    """(message, report, figure, store, download disabled) for one event."""
+    if not _owner(services):
+        return (page.refusal(), None, empty_figure(), None, True)
+    if trigger in (ids.AN_SCATTER_X, ids.AN_SCATTER_Y):
+        return (no_update, no_update, figure_from_store(store, x, y), no_update, no_update)
+    try:
+        return _run(services, dataset_id, qis, sensitive, k, method, mode, x, y, rng)
+    except DPError as exc:
+        return (page.message(str(exc), "danger"), no_update, no_update, no_update, no_update)
+    except Exception:  # never a 500: the owner gets a message, the log gets the trace
+        log.exception("Anonymize request failed")
+        return (
+            page.message(
+                "Something went wrong while anonymizing; nothing was released. "
+                "The details are in the server log.",
+                "danger",
+            ),
+            no_update,
+            no_update,
+            no_update,
+            no_update,
+        )
+
+
+def handle_download(services, store: Any):
+    """The anonymized CSV (rows shuffled, no group ids) as a dcc.Download payload."""
+    if not _owner(services) or not isinstance(store, dict) or not isinstance(store.get("csv"), str):
+        return no_update
+    name = str(store.get("filename") or "anonymized.csv")
+    return dcc.send_string(store["csv"], name)
+
+
+def _choice_outputs(*component_ids: str) -> list[Output]:
+    """Options and value of each dropdown, in that order."""
+    return [Output(c, p) for c in component_ids for p in ("options", "value")]
+
+
+def register_callbacks(app, services) -> None:
+    @app.callback(
+        *_choice_outputs(ids.AN_QIS, ids.AN_SENSITIVE),
+        Input(ids.AN_DATASET, "value"),
+        prevent_initial_call=True,
+    )
+    def _dataset(dataset_id):
+        return handle_dataset(services, dataset_id)
+
+    @app.callback(
+        *_choice_outputs(ids.AN_SCATTER_X, ids.AN_SCATTER_Y),
+        Input(ids.AN_QIS, "value"),
+        *[State(i, "value") for i in (ids.AN_DATASET, ids.AN_SCATTER_X, ids.AN_SCATTER_Y)],
+        prevent_initial_call=True,
+    )
+    def _axes(qis, dataset_id, x, y):
+        return handle_axes(services, dataset_id, qis, x, y)
+
+    @app.callback(
+        Output(ids.AN_MESSAGE, "children"),
+        Output(ids.AN_REPORT, "children"),
+        Output(ids.AN_SCATTER, "figure"),
+        Output(ids.AN_STORE, "data"),
+        Output(ids.AN_DOWNLOAD_BTN, "disabled"),
+        Input(ids.AN_RUN, "n_clicks"),
+        Input(ids.AN_SCATTER_X, "value"),
+        Input(ids.AN_SCATTER_Y, "value"),
+        State(ids.AN_DATASET, "value"),
+        State(ids.AN_QIS, "value"),
+        State(ids.AN_SENSITIVE, "value"),
+        State(ids.AN_K, "value"),
+        State(ids.AN_METHOD, "value"),
+        State(ids.AN_SENSITIVE_MODE, "value"),
+        State(ids.AN_STORE, "data"),
+        prevent_initial_call=True,
+    )
+    def _run_cb(_n, x, y, dataset_id, qis, sensitive, k, method, mode, store):
+        return handle_run(
+            services, ctx.triggered_id, dataset_id, qis, sensitive, k, method, mode, x, y, store
+        )
+
+    @app.callback(
+        Output(ids.AN_DOWNLOAD, "data"),
+        Input(ids.AN_DOWNLOAD_BTN, "n_clicks"),
+        State(ids.AN_STORE, "data"),
+        prevent_initial_call=True,
+    )
+    def _download(_n, store):
+        return handle_download(services, store)
