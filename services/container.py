@@ -6,10 +6,17 @@ from dataclasses import dataclass
 
 from services.config import AppConfig
 from services.datasets import DatasetRegistry
-from services.identity import IdentityService
+from services.identity import Identity, current_identity
 from services.ledger import Ledger
 from services.policy import BudgetPolicy
 from services.releases import ReleaseService, new_rng_factory
+
+
+class IdentityService:
+    """What callbacks hold as ``services.identity``: who is asking, from the server session."""
+
+    def current(self) -> Identity:
+        return current_identity()
 
 
 @dataclass
