@@ -144,13 +144,6 @@ def current_identity() -> Identity:
     return ANONYMOUS
 
 
-class IdentityService:
-    """What callbacks hold as ``services.identity``: ``.current()`` -> Identity."""
-
-    def current(self) -> Identity:
-        return current_identity()
-
-
 # -- wiring ------------------------------------------------------------------------------------
 
 def init_auth(server: flask.Flask, config: Mapping[str, Any]) -> None:

@@ -15,7 +15,6 @@ from services.identity import (
     LOCAL_OWNER,
     AuthConfigError,
     Identity,
-    IdentityService,
     assert_bind_allowed,
     current_identity,
     init_auth,
@@ -153,7 +152,6 @@ def test_embedded_mode_refuses_anything_not_local(environ, headers):
 
 def test_identity_outside_a_request_is_anonymous():
     assert current_identity() == ANONYMOUS and not ANONYMOUS.authenticated
-    assert IdentityService().current() == ANONYMOUS
     assert Identity("local-owner", Role.OWNER, True) == LOCAL_OWNER
 
 
