@@ -143,7 +143,7 @@ def _header(lines: list[str], delim: str, filename: str) -> list[str]:
 
 
 def _parse(
-    content: bytes, encoding: str, delim: str, filename: str, dtypes: dict[str, str]
+    content: bytes, encoding: str, delim: str, filename: str, dtypes: dict[str, str], skip: int
 ) -> pd.DataFrame:
     try:
         with warnings.catch_warnings():
@@ -151,7 +151,7 @@ def _parse(
             return pd.read_csv(
                 io.BytesIO(content), sep=delim, encoding=encoding, na_values=EXTRA_NA,
                 encoding_errors="replace", dtype=dtypes or None, low_memory=False,
-                index_col=False,
+                index_col=False, skiprows=skip,
             )
     except pd.errors.EmptyDataError as exc:
         raise DatasetError(f"'{filename}' has no header row and no data.") from exc
@@ -233,9 +233,17 @@ def read_table(
     lines = _head_lines(content, encoding)
     if not lines:
         raise DatasetError(f"'{filename}' is empty. Export the table again with its rows.")
-    delim = sniff_delimiter(lines)
+    skip = 0
+    first = lines[0].strip()
+    if first.lower().startswith("sep=") and len(first) == 5:  # Excel's separator hint line
+        delim, lines, skip = first[4], lines[1:], 1
+        if not lines:
+            raise DatasetError(f"'{filename}' has no header row and no data.")
+    else:
+        delim = sniff_delimiter(lines)
     names = _header(lines, delim, filename)
-    frame = _parse(content, encoding, delim, filename, _dtype_hints(schema, lines, delim))
+    hints = _dtype_hints(schema, lines, delim)
+    frame = _parse(content, encoding, delim, filename, hints, skip)
     if frame.shape[0] == 0:
         raise DatasetError(
             f"'{filename}' has a header row but no data rows. Export the table with its rows."

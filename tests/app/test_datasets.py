@@ -62,6 +62,13 @@ def test_semicolon_file_with_decimal_commas():
     assert frame["PSA value"].tolist() == [4.2, 10.0]
 
 
+def test_excel_separator_hint_line():
+    frame, _, report = load("sep=;\nAge;Ward\n61,5;A\n70;B\n")
+    assert list(frame.columns) == ["Age", "Ward"] and report.delimiter == ";"
+    assert frame["Age"].tolist() == [61.5, 70.0]
+    refused("sep=;\n", "no header row")
+
+
 def test_utf8_bom_is_not_part_of_the_first_name():
     frame, _, report = load(b"\xef\xbb\xbfAge,BPH\n61,yes\n", schema=AGE_SCHEMA)
     assert list(frame.columns) == ["Age", "BPH"] and report.encoding == "utf-8-sig"
