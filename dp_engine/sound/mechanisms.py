@@ -8,8 +8,8 @@
 * ``discrete_laplace`` draws K = ⌊tE₁⌋ − ⌊tE₂⌋ with E₁, E₂ standard exponential:
   each floor is geometric with P(G ≥ g) = e^(−g/t), and their difference has
   P(K = k) ∝ e^(−|k|/t) exactly (up to the 53-bit resolution of the draws).
-* ``gaussian`` uses the analytic calibration of Balle & Wang (2018); its output is
-  rounded to a fine power-of-two grid (a mitigation, not a proof, for floats).
+* ``gaussian`` uses the analytic calibration of Balle & Wang (2018), on the same
+  kind of lattice (rounded Gaussian noise added to the snapped input).
 * ``bounded_laplace`` follows Holohan et al. (2018): output restricted to
   [lower, upper] by inverse-CDF sampling, scale raised so the truncation keeps ε-DP.
 * ``randomized_response`` (binary or k-ary) and ``exponential`` (Gumbel-max).
@@ -181,21 +181,30 @@ def gaussian_sigma(sensitivity: float, epsilon: float, delta: float) -> float:
 
 
 def gaussian(value: Any, sensitivity: float, epsilon: float, delta: float, *, rng: RngLike = None):
-    """(ε, δ)-DP Gaussian mechanism, analytic calibration (Balle & Wang 2018).
+    """(ε, δ)-DP Gaussian mechanism per element, analytic calibration (Balle & Wang 2018).
 
-    ``sensitivity`` is the L2 sensitivity. The result is rounded to a power-of-two
-    grid 2^-12 σ fine to hide low-order float bits (hardening, not a formal proof).
+    ``sensitivity`` is the L2 sensitivity. Floating-point safe like ``laplace``: the
+    input is snapped to a power-of-two lattice Λ ≤ Δ/2^12 and independent rounded
+    Gaussian noise (integer multiples of Λ) is added, which is post-processing of the
+    Gaussian mechanism on the snapped value; σ is calibrated for Δ + Λ to pay for the
+    snapping. Outputs are exact lattice points.
     """
     epsilon = check_epsilon(epsilon)
     sensitivity = check_sensitivity(sensitivity)
     delta = check_delta(delta)
     x = finite_array(value)
-    sigma = gaussian_sigma(sensitivity, epsilon, delta)
-    out = as_generator(rng).normal(0.0, sigma, x.shape)
-    out += x
-    step = lattice_step(sigma)
-    out *= 1.0 / step
+    step = lattice_step(sensitivity)
+    sigma = gaussian_sigma(sensitivity + step, epsilon, delta)
+    inv = 1.0 / step
+    if max(float(x.max()), -float(x.min())) * inv + 50.0 * sigma * inv >= _EXACT:
+        raise DataTypeError(
+            "The values are too large compared with the sensitivity to be perturbed exactly; "
+            "rescale them (e.g. change the unit) or use a larger sensitivity."
+        )
+    out = as_generator(rng).normal(0.0, sigma * inv, x.shape)
     np.rint(out, out=out)
+    snapped = np.rint(x * inv)
+    out += snapped
     out *= step
     return _shaped(out, value)
 

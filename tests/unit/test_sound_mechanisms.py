@@ -34,6 +34,7 @@ from dp_engine.sound.mechanisms import (
     dlap_noise,
     gaussian_sigma,
     laplace_step,
+    lattice_step,
 )
 
 ALPHA = 1e-4
@@ -140,7 +141,12 @@ def test_gaussian_law_and_analytic_calibration(sens, eps, delta):
     achieved = stats.norm.cdf(a - b) - math.exp(eps) * stats.norm.cdf(-a - b)
     assert achieved <= delta and achieved == pytest.approx(delta, rel=1e-6)
     out = gaussian(np.full(N, 2.0), sens, eps, delta, rng=rng(7))
-    assert stats.kstest(out, stats.norm(loc=2.0, scale=sigma).cdf).pvalue > ALPHA
+    step = lattice_step(sens)
+    assert np.array_equal(out / step, np.rint(out / step))  # lattice points only
+    # σ is paid for Δ + Λ; the rounding moves the CDF by < Λ/σ ≤ 2^-12, far below KS's 0.0068
+    paid = gaussian_sigma(sens + step, eps, delta)
+    assert sigma < paid <= sigma * (1 + 2.0**-11)
+    assert stats.kstest(out, stats.norm(loc=2.0, scale=paid).cdf).pvalue > ALPHA
 
 
 def bounded_cdf(x, lower, upper, sens, eps):
