@@ -524,9 +524,12 @@ def _quantile_release(
     q = np.asarray(levels)
     sens = np.maximum(q, 1.0 - q)
     eps_q = eps / len(levels)
-    util = -np.abs(below[:, None, :] - q[None, :, None] * n[:, None, :])
-    logits = util * (eps_q / (2.0 * sens))[None, :, None]
-    chosen = gumbel_argmax(logits, as_generator(rng))  # (groups, len(qs))
+    gen = as_generator(rng)
+    chosen = np.empty((n_groups, len(levels)), dtype=np.intp)
+    for k in range(len(levels)):  # one (groups, candidates) utility table at a time
+        logits = np.abs(below - q[k] * n)
+        logits *= -eps_q / (2.0 * sens[k])
+        chosen[:, k] = gumbel_argmax(logits, gen)
     grid = np.linspace(lower, upper, c)
     value = np.sort(grid[chosen], axis=-1)
     n_est = None if n_estimate is None else np.asarray(_check_n(n_estimate, n_groups), dtype=float)

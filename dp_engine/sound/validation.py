@@ -75,6 +75,10 @@ def check_bounds(lower: Any, upper: Any) -> tuple[float, float]:
             f"The bounds must be finite (got lower={lower!r}, upper={upper!r}); "
             "set a public range for this column in the dataset schema."
         )
+    if max(abs(lo), abs(hi)) > 1e150:
+        raise InvalidBoundsError(
+            f"The bounds are too large (got lower={lo:g}, upper={hi:g}); change the unit."
+        )
     if lo >= hi:
         raise InvalidBoundsError(
             f"The lower bound must be smaller than the upper bound (got {lo:g} ≥ {hi:g})."
