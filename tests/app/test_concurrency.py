@@ -19,7 +19,7 @@ import pytest
 
 from services.ledger import Ledger
 from tests.app.test_concurrency_support import CHARGES_THAT_FIT, DATASET, LIMIT, ROLE, policy
-from tests.app.test_ledger import PG_SKIP, PG_URL, drop_pg_schema, new_pg_schema
+from tests.app.test_ledger import pg_backend
 
 ROOT = Path(__file__).resolve().parents[2]
 PROCESSES = 8
@@ -98,17 +98,17 @@ def test_eight_processes_on_sqlite(tmp_path):
     assert any(o["key"].startswith("shared-") for o in kinds["cached"])  # twins did race
 
 
+@pytest.fixture
+def pg_database():
+    yield from pg_backend()
+
+
 @pytest.mark.postgres
-def test_eight_processes_on_postgresql():
-    if not PG_URL:
-        pytest.skip(PG_SKIP)
-    schema = new_pg_schema()
-    try:
-        outcomes = run_burst(PG_URL, schema)
-        assert len(outcomes) == PROCESSES * REQUESTS
-        ledger = Ledger(PG_URL, policy(), schema=schema)
-        kinds = check_outcomes(outcomes, ledger)
-        ledger.close()
-        assert any(o["key"].startswith("shared-") for o in kinds["cached"])
-    finally:
-        drop_pg_schema(schema)
+def test_eight_processes_on_postgresql(pg_database):
+    url, schema = pg_database
+    outcomes = run_burst(url, schema)
+    assert len(outcomes) == PROCESSES * REQUESTS
+    ledger = Ledger(url, policy(), schema=schema)
+    kinds = check_outcomes(outcomes, ledger)
+    ledger.close()
+    assert any(o["key"].startswith("shared-") for o in kinds["cached"])

@@ -26,7 +26,7 @@ import pytest
 from services.ledger import Ledger
 from tests.app.test_concurrency import check_ledger_consistent, check_outcomes
 from tests.app.test_concurrency_support import DATASET, ROLE, policy, request_key
-from tests.app.test_ledger import PG_SKIP, PG_URL, drop_pg_schema, new_pg_schema
+from tests.app.test_ledger import pg_backend
 
 ROOT = Path(__file__).resolve().parents[2]
 GUNICORN = shutil.which("gunicorn", path=str(Path(sys.executable).parent)) or \
@@ -93,19 +93,9 @@ class Gunicorn:
             self.proc.wait()
 
 
-def _pg_database():
-    if not PG_URL:
-        pytest.skip(PG_SKIP)
-    schema = new_pg_schema()
-    try:
-        yield PG_URL, schema
-    finally:
-        drop_pg_schema(schema)
-
-
 @pytest.fixture
 def pg_database():
-    yield from _pg_database()
+    yield from pg_backend()
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
@@ -113,7 +103,7 @@ def database(request, tmp_path):
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'ledger.sqlite'}", None
     else:
-        yield from _pg_database()
+        yield from pg_backend()
 
 
 def _serve(database, log: Path):

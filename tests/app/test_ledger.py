@@ -35,12 +35,8 @@ def drop_pg_schema(schema: str) -> None:
     engine.dispose()
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def backend(request, tmp_path) -> Iterator[tuple[str, str | None]]:
-    """(url, schema) of an empty ledger database on each real backend."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'ledger.sqlite'}", None
-        return
+def pg_backend() -> Iterator[tuple[str, str]]:
+    """(url, fresh schema) on the test PostgreSQL, dropped afterwards; skips when unset."""
     if not PG_URL:
         pytest.skip(PG_SKIP)
     schema = new_pg_schema()
@@ -48,6 +44,15 @@ def backend(request, tmp_path) -> Iterator[tuple[str, str | None]]:
         yield PG_URL, schema
     finally:
         drop_pg_schema(schema)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def backend(request, tmp_path) -> Iterator[tuple[str, str | None]]:
+    """(url, schema) of an empty ledger database on each real backend."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'ledger.sqlite'}", None
+    else:
+        yield from pg_backend()
 
 
 @pytest.fixture
