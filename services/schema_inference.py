@@ -109,7 +109,12 @@ def _numeric_spec(name: str, values: np.ndarray, role: ColumnRole) -> ColumnSpec
                           categories=cats, derived_from_data=True,
                           description="Levels and bounds proposed from the data.")
     width = nice_width(hi - lo)
-    lower, upper = math.floor(lo / width) * width, math.ceil(hi / width) * width
+    try:
+        lower, upper = math.floor(lo / width) * width, math.ceil(hi / width) * width
+    except OverflowError:  # absurd magnitudes: keep the raw extremes
+        lower, upper = lo, hi
+    if not (math.isfinite(lower) and math.isfinite(upper)):
+        lower, upper = lo, hi
     if upper <= lower:
         upper = lower + width
     return ColumnSpec(name, K.NUMERIC, role, lower=lower, upper=upper, bin_width=width,

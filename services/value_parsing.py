@@ -29,6 +29,8 @@ DATE_FORMATS = (
     "%Y/%m/%d", "%d-%m-%Y", "%d %b %Y", "%b %d, %Y", "%d %B %Y", "%B %d, %Y",
 )
 
+NS_MIN, NS_MAX = pd.Timestamp.min.ceil("D"), pd.Timestamp.max.floor("D")
+
 _OPEN_ENDED = re.compile(r"^\s*(>=|<=|≥|≤|>|<)\s*([-+]?\d+(?:\.\d+)?)\s*$")
 _DECIMAL_COMMA = re.compile(r"^\s*[-+]?\d+,\d+\s*$")
 
@@ -157,7 +159,9 @@ def parse_dates(values: pd.Series) -> Parsed:
     if pd.api.types.is_datetime64_any_dtype(values.dtype):
         return Parsed(values, 0, int(values.isna().sum()))
     d = Distinct(values)
-    arr = _parse_date_strings(d.text()).astype("datetime64[ns]").to_numpy()
+    parsed = _parse_date_strings(d.text())
+    parsed = parsed.where((parsed >= NS_MIN) & (parsed <= NS_MAX))  # representable dates only
+    arr = parsed.astype("datetime64[ns]").to_numpy()
     n_bad = d.cells(np.isnat(arr))
     out = pd.Series(d.spread(arr, np.datetime64("NaT")), index=d.index, dtype="datetime64[ns]")
     return Parsed(out, n_bad, d.absent + n_bad)
