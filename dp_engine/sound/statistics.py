@@ -136,16 +136,46 @@ def _chunked_bincount(x, gcodes, cells: int, n_groups: int, index) -> np.ndarray
     return total.reshape(n_groups, cells)
 
 
+def _edge_index(edges: np.ndarray):
+    """Map a block of values to bin indices (outer bins take values beyond the edges).
+
+    Equal-width edges use arithmetic plus an exact fix-up against the edges (as
+    numpy's histogram does), otherwise searchsorted; both put a value equal to an
+    inner edge in the bin to its right.
+    """
+    nb = edges.size - 1
+    first, last = float(edges[0]), float(edges[-1])
+    widths = np.diff(edges)
+    if not np.allclose(widths, widths[0], rtol=1e-9, atol=0):
+
+        def by_search(block: np.ndarray) -> np.ndarray:
+            idx = np.searchsorted(edges, block, side="right")
+            idx -= 1
+            np.clip(idx, 0, nb - 1, out=idx)
+            return idx
+
+        return by_search
+    factor = nb / (last - first)
+
+    def by_arithmetic(block: np.ndarray) -> np.ndarray:
+        inside = np.clip(block, first, last)
+        pos = inside - first
+        pos *= factor
+        idx = pos.astype(np.intp)
+        np.clip(idx, 0, nb - 1, out=idx)
+        idx -= inside < edges[idx]  # float error put it one bin too far right
+        idx += (inside >= edges[idx + 1]) & (idx < nb - 1)  # ... or one too far left
+        return idx
+
+    return by_arithmetic
+
+
 def _cell_counts(values: Any, kind: str, spec: Any, nb: int, gcodes, n_groups: int):
     """Histogram counts, shape (groups, bins); values outside the edges go to the outer bins."""
     if kind == "edges":
         x, gcodes = _numeric_with_groups(values, gcodes)
 
-        def index(block: np.ndarray) -> np.ndarray:
-            idx = np.searchsorted(spec, block, side="right")
-            idx -= 1
-            np.clip(idx, 0, nb - 1, out=idx)
-            return idx
+        index = _edge_index(spec)
 
     else:
         x = category_codes(values, spec)

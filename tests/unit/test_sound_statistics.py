@@ -37,6 +37,7 @@ from dp_engine.sound import (
     variance,
 )
 from dp_engine.sound.accuracy import dlap_abs_mean
+from dp_engine.sound.statistics import _edge_index
 from tests.unit.test_sound_mechanisms import chi2_pvalue, dlap_pmf
 
 ALPHA = 1e-4
@@ -367,3 +368,35 @@ def test_bad_inputs_raise_readable_errors():
     for error, text, call in cases:
         with pytest.raises(error, match=text):
             call()
+
+
+@SETTINGS
+@given(
+    st.floats(-1e3, 1e3),
+    st.floats(1e-3, 1e3),
+    st.integers(1, 40),
+    st.booleans(),
+    seeds,
+)
+def test_bin_assignment_matches_searchsorted_on_and_between_edges(start, width, nb, even, seed):
+    """The fast equal-width path must put every value, edges included, where searchsorted does."""
+    gen = np.random.default_rng(seed)
+    if even:
+        edges = np.linspace(start, start + width, nb + 1)
+    else:
+        edges = np.unique(
+            np.concatenate([[start, start + width], gen.uniform(start, start + width, nb)])
+        )
+    assume(edges.size >= 2 and (np.diff(edges) > 0).all())
+    x = np.concatenate(
+        [
+            gen.uniform(start - width, start + 2 * width, 500),
+            edges,
+            np.nextafter(edges, -np.inf),
+            np.nextafter(edges, np.inf),
+        ]
+    )
+    expected = np.clip(np.searchsorted(edges, x, side="right") - 1, 0, edges.size - 2)
+    assert np.array_equal(_edge_index(edges)(x), expected)
+    counts = histogram(x, edges, 1e6, rng=np.random.default_rng(seed)).value
+    assert np.array_equal(counts, np.bincount(expected, minlength=edges.size - 1))
