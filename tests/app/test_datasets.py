@@ -187,6 +187,15 @@ def test_missing_spellings(na):
     assert report.dropped == {} and report.missing == {"Age": 1, "BPH": 1}
 
 
+def test_absurd_magnitudes_and_far_dates_do_not_crash():
+    frame, schema, _ = load("x\n1e308\n-1e308\n" + "".join(f"{i}.5\n" for i in range(12)))
+    lo, hi = schema.column("x").bounds()
+    assert lo <= -1e308 and hi >= 1e308 and frame["x"].notna().all()
+    frame, _, report = load("Seen\n9999-12-31\n2017-01-01\n0001-01-01\n")
+    assert frame["Seen"].notna().tolist() == [False, True, False]
+    assert report.dropped == {"Seen": 2}
+
+
 def test_open_ended_counts_read_at_their_limit():
     frame, _, report = load("Number_of_Lesions\n1\n>3\n2\n>=5\n<1\n")
     assert frame["Number_of_Lesions"].tolist() == [1.0, 4.0, 2.0, 5.0, 0.0]

@@ -15,7 +15,8 @@ NAMES = ["Age", "BPH", "PIRADS score", "Prostatitis", "Seen", "ID", "", " ", "Ag
 CELLS = ["", "NA", "n/a", "61", "61.5", "61,5", "-3", "1e400", "nan", "inf", ">3", "<=2", "yes",
          "N", "True", "0", "1", "acute on chronic", "chr", "2017-03-14", "14.03.2017",
          "03/14/2017", "31/02/2017", "Müller", "ß", '"quoted, comma"', '"unclosed', "\t", ";",
-         "   ", "é" * 3, "\x00", "\x7f", "999999999999999999999999", "12:30", "🙂"]
+         "   ", "é" * 3, "\x00", "\x7f", "999999999999999999999999", "12:30", "🙂",
+         "1e308", "-1e308", "5e-324", "9999-12-31", "0001-01-01"]
 SCHEMA = Schema("fuzz", (
     ColumnSpec("Age", "numeric", lower=20, upper=100, bin_width=5),
     ColumnSpec("BPH", "boolean"),
