@@ -123,6 +123,7 @@ def layout(registry, identity) -> html.Div | dbc.Alert:
         id=ids.DATA_UPLOAD,
         children=html.Div(["Drop a CSV file here or ", html.A("choose one")]),
         multiple=False,
+        accept=".csv,.tsv,.txt,text/csv,text/plain",
         className="border border-2 rounded p-4 text-center text-muted",
         style={"borderStyle": "dashed"},
     )

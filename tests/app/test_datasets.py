@@ -339,6 +339,20 @@ def test_configured_paths_with_and_without_sidecar(tmp_path):
     assert len(reg.problems) == 2 and any("empty" in p for p in reg.problems)
 
 
+def test_configured_parquet(tmp_path):
+    frame = pd.DataFrame({"Age": [60.0, 70.0], "Ward": ["A", "B"]})
+    path = tmp_path / "c.parquet"
+    try:
+        frame.to_parquet(path)
+    except ImportError:  # no parquet engine installed: the owner is told what to install
+        path.write_bytes(b"PAR1" + b"\x00" * 20)
+        reg = DatasetRegistry(tmp_path / "store", sample=False, extra_paths=[path])
+        assert reg.list() == [] and "pyarrow" in reg.problems[0]
+        return
+    reg = DatasetRegistry(tmp_path / "store", sample=False, extra_paths=[path])
+    assert reg.get("c").frame["Age"].tolist() == [60.0, 70.0]
+
+
 def test_dataset_schema_version_changes_with_bounds(registry):
     ds = registry.get("pirads")
     age = ds.schema.column("Age")
