@@ -400,3 +400,22 @@ def test_bin_assignment_matches_searchsorted_on_and_between_edges(start, width, 
     assert np.array_equal(_edge_index(edges)(x), expected)
     counts = histogram(x, edges, 1e6, rng=np.random.default_rng(seed)).value
     assert np.array_equal(counts, np.bincount(expected, minlength=edges.size - 1))
+
+
+@SETTINGS
+@given(
+    hnp.arrays(np.float64, st.integers(1, 200), elements=st.floats(0.0, 10.0)),
+    st.floats(-1e3, 1e3),
+    seeds,
+)
+def test_adding_one_record_moves_each_sum_by_at_most_its_sensitivity(x, extra, seed):
+    """Same seed, so the same noise: the difference is exactly the added record's lattice
+    value, which must stay within the declared sensitivity, whether or not the new record
+    pushes the data outside the bounds (the clamping fast path must not change the others)."""
+    for fn in (mean, variance):
+        a = fn(x, 0.0, 10.0, 1.0, rng=np.random.default_rng(seed))
+        b = fn(np.append(x, extra), 0.0, 10.0, 1.0, rng=np.random.default_rng(seed))
+        for name, sens in a.sensitivity.items():
+            moved = abs(float(b.noisy[name][0]) - float(a.noisy[name][0]))
+            assert moved <= sens, (fn.__name__, name, moved, sens)
+        assert b.noisy["count"][0] - a.noisy["count"][0] == 1
