@@ -37,6 +37,7 @@ def mdav_groups(x: np.ndarray, k: int) -> np.ndarray:
     pts = x.copy()
     idx = np.arange(n)
     total = pts.sum(axis=0)
+    flag = np.zeros(n, dtype=bool)
     m = n
     group = 0
 
@@ -47,7 +48,9 @@ def mdav_groups(x: np.ndarray, k: int) -> np.ndarray:
         total = total - pts[sel].sum(axis=0)
         tail = np.arange(m - sel.size, m)
         holes = sel[sel < m - sel.size]
-        movers = np.setdiff1d(tail, sel, assume_unique=True)
+        flag[sel] = True
+        movers = tail[~flag[tail]]
+        flag[sel] = False
         pts[holes] = pts[movers]
         idx[holes] = idx[movers]
         m -= sel.size

@@ -85,18 +85,31 @@ def _sse_il1(pairs: list[tuple[str, np.ndarray, np.ndarray]]) -> tuple[float, fl
     return 100.0 * sse / sst, il1 / count
 
 
+def _group_moments(v: np.ndarray, groups: np.ndarray, g: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per-group mean and population variance of ``v`` (missing values skipped)."""
+    ok = ~np.isnan(v)
+    n = np.bincount(groups[ok], minlength=g)
+    s1 = np.bincount(groups[ok], weights=v[ok], minlength=g)
+    s2 = np.bincount(groups[ok], weights=v[ok] ** 2, minlength=g)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(n > 0, s1 / np.maximum(n, 1), np.nan)
+        var = np.where(n > 0, np.maximum(s2 / np.maximum(n, 1) - mean**2, 0.0), np.nan)
+    return mean, var
+
+
 def _cluster_stats(
     pairs: list[tuple[str, np.ndarray, np.ndarray]], groups: np.ndarray
 ) -> pd.DataFrame:
-    """Per numeric column: group means and within-group variances, before vs after."""
+    """Per numeric column: group means and within-group variances, before vs after.
+
+    Group figures are weighted by group size; the mean shift is in standard deviations.
+    """
     rows = []
+    g = int(groups.max()) + 1 if groups.size else 0
+    w = np.bincount(groups, minlength=g) / max(groups.size, 1)
     for name, x, y in pairs:
-        df = pd.DataFrame({"g": groups, "x": x, "y": y})
-        agg = df.groupby("g").agg(
-            mx=("x", "mean"), my=("y", "mean"), vx=("x", "var"), vy=("y", "var"), n=("x", "size")
-        )
-        agg[["vx", "vy"]] = agg[["vx", "vy"]].fillna(0.0)
-        w = agg["n"] / agg["n"].sum()
+        mx, vx = _group_moments(x, groups, g)
+        my, vy = _group_moments(y, groups, g)
         sd = float(np.nanstd(x)) or 1.0
         rows.append(
             {
@@ -105,9 +118,9 @@ def _cluster_stats(
                 "mean after": float(np.nanmean(y)),
                 "variance before": float(np.nanvar(x)),
                 "variance after": float(np.nanvar(y)),
-                "group mean shift (sd)": float(np.nansum(w * (agg["my"] - agg["mx"]).abs()) / sd),
-                "within-group variance before": float(np.nansum(w * agg["vx"])),
-                "within-group variance after": float(np.nansum(w * agg["vy"])),
+                "group mean shift (sd)": float(np.nansum(w * np.abs(my - mx)) / sd),
+                "within-group variance before": float(np.nansum(w * vx)),
+                "within-group variance after": float(np.nansum(w * vy)),
             }
         )
     return pd.DataFrame(rows)
@@ -142,8 +155,10 @@ def distance_shift(
 
 
 def _l_diversity(classes: np.ndarray, values: pd.Series) -> int:
-    key = values.astype(object).where(values.notna(), "\0<missing>")
-    return int(key.groupby(classes).nunique().min())
+    """Smallest number of distinct values (missing counts as one) within a class."""
+    codes, uniques = pd.factorize(values, use_na_sentinel=False)
+    pairs = np.unique(classes.astype(np.int64) * (len(uniques) + 1) + codes)
+    return int(np.bincount(pairs // (len(uniques) + 1)).min())
 
 
 def build_report(
