@@ -19,13 +19,14 @@ from bench.common import (
     Timing,
     estimated_too_slow,
     fmt_n,
-    fmt_ratio,
+    fmt_ratios,
     fmt_timing,
     import_diffprivlib,
     import_opendp,
     peak_extra_bytes,
     time_call,
     time_side_by_side,
+    timing_ratio,
     verdict,
 )
 
@@ -227,12 +228,6 @@ def _arrays(nbytes: int, n: int) -> float:
     return nbytes / (8 * n)
 
 
-def _ratio(numerator: Timing | None, denominator: Timing | None) -> float | None:
-    if numerator is None or denominator is None or denominator.median <= 0:
-        return None
-    return numerator.median / denominator.median
-
-
 def _peer_timings(
     makers: dict[str, Callable[[np.ndarray], Callable[[], object] | None]],
     sizes: tuple[int, ...],
@@ -284,13 +279,13 @@ def noise_tables(config: BenchConfig) -> list[Table]:
             fns["sound"] = sound
         timings = time_side_by_side(fns, repeats=config.repeats, budget_s=config.budget_s)
         own[n] = timings.get("sound")
-        ratio = _ratio(own[n], timings["draw"])
+        ratio = timing_ratio(own[n], timings["draw"])
         speed.add(
             fmt_n(n),
             fmt_timing(timings["draw"]),
             fmt_timing(timings["noising"]),
             fmt_timing(own[n]) if sound else "not in the tree yet",
-            fmt_ratio(ratio),
+            fmt_ratios(own[n], timings["draw"]),
             verdict(None if ratio is None else ratio <= NOISE_RATIO_MAX),
         )
 
@@ -320,10 +315,10 @@ def noise_tables(config: BenchConfig) -> list[Table]:
             if isinstance(result, str):
                 cells += [result, NA, NA]
                 continue
-            speedup = _ratio(result, own[n])
+            speedup = timing_ratio(result, own[n])
             cells += [
                 fmt_timing(result),
-                fmt_ratio(speedup),
+                fmt_ratios(result, own[n]),
                 verdict(None if speedup is None else speedup >= PEER_SPEEDUP_MIN),
             ]
         versus.add(*cells)
@@ -351,16 +346,16 @@ def search_table(config: BenchConfig) -> Table:
         makers = {"search": search_epsilon(x, rng), "calculate": paper_mean(x, rng)}
         fns.update({key: fn for key, fn in makers.items() if fn is not None})
         timings = time_side_by_side(fns, repeats=config.repeats, budget_s=config.budget_s)
-        ratio = _ratio(timings.get("search"), timings["draw"])
+        ratio = timing_ratio(timings.get("search"), timings["draw"])
         missing = "not in the tree yet"
         table.add(
             fmt_n(n),
             fmt_timing(timings["draw"]),
             fmt_timing(timings["search"]) if "search" in timings else missing,
-            fmt_ratio(ratio),
+            fmt_ratios(timings.get("search"), timings["draw"]),
             verdict(None if ratio is None else ratio < 1.0),
             fmt_timing(timings["calculate"]) if "calculate" in timings else missing,
-            fmt_ratio(_ratio(timings.get("calculate"), timings["draw"])),
+            fmt_ratios(timings.get("calculate"), timings["draw"]),
         )
     return table
 
@@ -404,8 +399,8 @@ def statistics_table(config: BenchConfig) -> Table:
         }
         fns.update({key: fn for key, fn in makers.items() if fn is not None})
         timings = time_side_by_side(fns, repeats=config.repeats, budget_s=config.budget_s)
-        vs_numpy = _ratio(timings.get("sound"), timings["numpy"])
-        vs_opendp = _ratio(timings.get("sound"), timings.get("OpenDP"))
+        vs_numpy = timing_ratio(timings.get("sound"), timings["numpy"])
+        vs_opendp = timing_ratio(timings.get("sound"), timings.get("OpenDP"))
         missing = "not in the tree yet"
         table.add(
             name,
@@ -413,9 +408,9 @@ def statistics_table(config: BenchConfig) -> Table:
             fmt_timing(timings["sound"]) if "sound" in timings else missing,
             fmt_timing(timings.get("OpenDP")),
             fmt_timing(timings.get("diffprivlib")),
-            fmt_ratio(vs_numpy),
+            fmt_ratios(timings.get("sound"), timings["numpy"]),
             verdict(None if vs_numpy is None else vs_numpy <= STAT_RATIO_MAX),
-            fmt_ratio(vs_opendp),
+            fmt_ratios(timings.get("sound"), timings.get("OpenDP")),
             verdict(None if vs_opendp is None else vs_opendp <= 1.0),
         )
     return table

@@ -226,6 +226,21 @@ def fmt_ratio(ratio: float | None) -> str:
     return f"{ratio:.3g}×"
 
 
+def timing_ratio(numerator: Timing | None, denominator: Timing | None) -> float | None:
+    """Ratio of the medians (the figure judged against a target), or None if unmeasured."""
+    if numerator is None or denominator is None or denominator.median <= 0:
+        return None
+    return numerator.median / denominator.median
+
+
+def fmt_ratios(numerator: Timing | None, denominator: Timing | None) -> str:
+    """Median ratio, with the min-to-min ratio beside it (less sensitive to machine load)."""
+    ratio = timing_ratio(numerator, denominator)
+    if ratio is None or numerator is None or denominator is None or denominator.min <= 0:
+        return fmt_ratio(ratio)
+    return f"{fmt_ratio(ratio)} (min/min {fmt_ratio(numerator.min / denominator.min)})"
+
+
 def verdict(ok: bool | None) -> str:
     """PASS / FAIL, or n/a when the figure could not be measured."""
     if ok is None:

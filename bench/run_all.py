@@ -57,7 +57,8 @@ def render(
         f"{seconds / 60:.1f} min. Every figure below was measured in this one run, "
         "implementations side by side (round-robin). Times are the median over the repeats "
         "(×k), with the minimum; the first call of each implementation is a discarded warm-up "
-        "unless it alone exceeded half the time budget. Targets are the issues' and are not "
+        "unless it alone exceeded half the time budget. Verdicts use the ratio of medians; "
+        "the min-to-min ratio is shown beside it. Targets are the issues' and are not "
         f"tuned. The machine is shared: OS load average (1, 5, 15 min) {load_at_start} at the "
         "start of the run (and at the end in the table below).",
         "",
