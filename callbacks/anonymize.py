@@ -159,9 +159,9 @@ def handle_run(
     """(message, report, figure, store, download disabled) for one event."""
     if not _owner(services):
         return (page.refusal(), None, empty_figure(), None, True)
-    if trigger in (ids.AN_SCATTER_X, ids.AN_SCATTER_Y):
-        return (no_update, no_update, figure_from_store(store, x, y), no_update, no_update)
     try:
+        if trigger in (ids.AN_SCATTER_X, ids.AN_SCATTER_Y):
+            return (no_update, no_update, figure_from_store(store, x, y), no_update, no_update)
         return _run(services, dataset_id, qis, sensitive, k, method, mode, x, y, rng)
     except DPError as exc:
         return (page.message(str(exc), "danger"), no_update, no_update, no_update, no_update)

@@ -279,6 +279,15 @@ def report_view(result: AnonymizationResult, labels: dict[str, str]) -> html.Div
                 className="small",
             )
         )
+        parts.append(
+            html.Div(
+                "ℓ is the smallest number of distinct values within one released class. "
+                "Flattening gives a whole group one value, so its released ℓ is 1 by "
+                "construction; the true-value ℓ shows what someone who links a person to a "
+                "class could still infer (1 means the class shares one true value).",
+                className="small text-muted mb-2",
+            )
+        )
     if not r.cluster_stats.empty:
         stats = r.cluster_stats.copy()
         stats["column"] = [labels.get(c, c) for c in stats["column"]]

@@ -274,3 +274,14 @@ def test_owner_http_run_returns_a_release(client, session):
     store = body["response"][ids.AN_STORE]["data"]
     released = pd.read_csv(io.StringIO(store["csv"]))
     assert released.groupby(["Age", "Year"], dropna=False).size().min() >= 5
+
+
+def test_forged_store_on_axis_change_gets_a_message_not_a_crash(services):
+    def replot(store):
+        return cb.handle_run(
+            services, ids.AN_SCATTER_X, None, None, None, None, None, None, "Age", "Year", store
+        )
+
+    assert replot({"plot": {"before": "junk"}})[2]["data"] == []
+    out = replot({"plot": {"before": {"Age": 1, "Year": 2}, "after": 5, "groups": []}})
+    assert "danger" in text(out[0]) and out[2] is no_update
