@@ -178,7 +178,7 @@ def opendp_statistic(name: str, x: np.ndarray) -> Callable[[], object] | None:
             space
             >> dp.t.then_find_bin(edges=inner)
             >> dp.t.then_count_by_categories(categories=list(range(len(inner) + 1)))
-            >> dp.m.then_laplace(scale=2.0 / EPSILON)
+            >> dp.m.then_laplace(scale=1.0 / EPSILON)
         )
         return lambda: chain(x)
     if name in ("mean", "variance"):
