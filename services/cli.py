@@ -38,7 +38,8 @@ def _read_password(from_stdin: bool) -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="cohort-explorer", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="cohort-explorer", description="Manage dashboard users and start the server safely.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     add = sub.add_parser("add-user", help="add a user (or update one with --replace)")
