@@ -15,17 +15,12 @@ import numpy as np
 from dp_engine.anonymize.errors import AnonymizationError
 
 
-def _sqdist(points: np.ndarray, centre: np.ndarray) -> np.ndarray:
-    diff = points - centre
-    return np.einsum("ij,ij->i", diff, diff)
-
-
 def mdav_groups(x: np.ndarray, k: int) -> np.ndarray:
     """Group label (0..g-1) of every row of ``x`` (n, d); groups of size k..2k-1.
 
     The remaining records are kept at the front of a work array (taken rows are replaced by
-    rows from the tail) with a running sum for the centroid, so each step costs O(m d) for
-    m remaining records without copying them.
+    rows from the tail) with a running sum for the centroid and cached squared norms, so a
+    distance pass is one matrix-vector product over the m remaining records.
     """
     x = np.asarray(x, dtype=float)
     n = x.shape[0]
@@ -34,12 +29,17 @@ def mdav_groups(x: np.ndarray, k: int) -> np.ndarray:
     if n < k:
         raise AnonymizationError(f"MDAV needs at least k={k} records; only {n} were given.")
     labels = np.full(n, -1, dtype=np.int64)
-    pts = x.copy()
+    pts = x - x.mean(axis=0)  # centred: smaller norms, less rounding in the norm trick
+    norms = np.einsum("ij,ij->i", pts, pts)
     idx = np.arange(n)
     total = pts.sum(axis=0)
     flag = np.zeros(n, dtype=bool)
     m = n
     group = 0
+
+    def sqdist(centre: np.ndarray) -> np.ndarray:
+        """Squared distances of the live records to ``centre`` up to the constant |centre|^2."""
+        return norms[:m] - 2.0 * (pts[:m] @ centre)
 
     def take(sel: np.ndarray) -> None:
         nonlocal m, total, group
@@ -52,6 +52,7 @@ def mdav_groups(x: np.ndarray, k: int) -> np.ndarray:
         movers = tail[~flag[tail]]
         flag[sel] = False
         pts[holes] = pts[movers]
+        norms[holes] = norms[movers]
         idx[holes] = idx[movers]
         m -= sel.size
 
@@ -59,16 +60,14 @@ def mdav_groups(x: np.ndarray, k: int) -> np.ndarray:
         return np.argpartition(d, k - 1)[:k] if k < d.size else np.arange(d.size)
 
     while m >= 3 * k:
-        live = pts[:m]
-        r = int(np.argmax(_sqdist(live, total / m)))
-        d_r = _sqdist(live, live[r])
-        s_point = live[int(np.argmax(d_r))].copy()
+        r = int(np.argmax(sqdist(total / m)))
+        d_r = sqdist(pts[r].copy())
+        s_point = pts[int(np.argmax(d_r))].copy()
         take(nearest(d_r))
-        take(nearest(_sqdist(pts[:m], s_point)))
+        take(nearest(sqdist(s_point)))
     if m >= 2 * k:
-        live = pts[:m]
-        r = int(np.argmax(_sqdist(live, total / m)))
-        take(nearest(_sqdist(live, live[r])))
+        r = int(np.argmax(sqdist(total / m)))
+        take(nearest(sqdist(pts[r].copy())))
     if m:
         labels[idx[:m]] = group
     return labels
