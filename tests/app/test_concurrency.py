@@ -13,13 +13,22 @@ import os
 import subprocess
 import sys
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from services.ledger import Ledger
-from tests.app.test_concurrency_support import CHARGES_THAT_FIT, DATASET, LIMIT, ROLE, policy
-from tests.app.test_ledger import pg_backend
+from tests.app.test_concurrency_support import (
+    CHARGES_THAT_FIT,
+    DATASET,
+    LIMIT,
+    ROLE,
+    charge,
+    policy,
+    request_key,
+)
+from tests.app.test_ledger import BACKENDS, backend_for, pg_backend
 
 ROOT = Path(__file__).resolve().parents[2]
 PROCESSES = 8
@@ -112,3 +121,24 @@ def test_eight_processes_on_postgresql(pg_database):
     kinds = check_outcomes(outcomes, ledger)
     ledger.close()
     assert any(o["key"].startswith("shared-") for o in kinds["cached"])
+
+
+@pytest.fixture(params=BACKENDS)
+def database(request, tmp_path):
+    yield from backend_for(request.param, tmp_path)
+
+
+def test_threads_sharing_one_ledger_object(database):
+    """A threaded server (Dash's own) shares one Ledger between threads: same guarantees."""
+    url, schema = database
+    ledger = Ledger(url, policy(), schema=schema)
+    threads, requests = 8, 50  # 25 shared + 8 x 25 private keys: more than the 200 that fit
+
+    def client(worker: int) -> list[dict]:
+        return [charge(ledger, request_key(worker, j), f"user-{worker}") for j in range(requests)]
+
+    with ThreadPoolExecutor(threads) as pool:
+        outcomes = [o for chunk in pool.map(client, range(threads)) for o in chunk]
+    assert len(outcomes) == threads * requests
+    check_outcomes(outcomes, ledger)
+    ledger.close()

@@ -26,7 +26,7 @@ import pytest
 from services.ledger import Ledger
 from tests.app.test_concurrency import check_ledger_consistent, check_outcomes
 from tests.app.test_concurrency_support import DATASET, ROLE, policy, request_key
-from tests.app.test_ledger import pg_backend
+from tests.app.test_ledger import BACKENDS, backend_for, pg_backend
 
 ROOT = Path(__file__).resolve().parents[2]
 GUNICORN = shutil.which("gunicorn", path=str(Path(sys.executable).parent)) or \
@@ -98,12 +98,9 @@ def pg_database():
     yield from pg_backend()
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+@pytest.fixture(params=BACKENDS)
 def database(request, tmp_path):
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'ledger.sqlite'}", None
-    else:
-        yield from pg_backend()
+    yield from backend_for(request.param, tmp_path)
 
 
 def _serve(database, log: Path):

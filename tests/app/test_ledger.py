@@ -46,13 +46,20 @@ def pg_backend() -> Iterator[tuple[str, str]]:
         drop_pg_schema(schema)
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def backend(request, tmp_path) -> Iterator[tuple[str, str | None]]:
-    """(url, schema) of an empty ledger database on each real backend."""
-    if request.param == "sqlite":
+BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+
+
+def backend_for(kind: str, tmp_path) -> Iterator[tuple[str, str | None]]:
+    """(url, schema) of an empty ledger database: a SQLite file or a fresh PostgreSQL schema."""
+    if kind == "sqlite":
         yield f"sqlite:///{tmp_path / 'ledger.sqlite'}", None
     else:
         yield from pg_backend()
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request, tmp_path) -> Iterator[tuple[str, str | None]]:
+    yield from backend_for(request.param, tmp_path)
 
 
 @pytest.fixture
