@@ -201,3 +201,14 @@ def test_divergences():
     assert kl_divergence(x, x + 2) > 1.0
     assert wasserstein(x, x + 0.7) == pytest.approx(0.7)
     assert all(kl_divergence(a, b) >= 0 for a, b in itertools.permutations([x, x * 2, x + 1], 2))
+
+
+def test_eq2_grid_index_finds_the_same_leaders_as_the_kd_tree():
+    from dp_engine.anonymize.clustering import _leader_grid, _leader_kdtree, unique_rows
+
+    gen = np.random.default_rng(12)
+    coords = np.column_stack(
+        [gen.normal(size=3000) * 3, gen.exponential(size=3000) * 2, gen.integers(0, 3, 3000) * 4.0]
+    )
+    uniq, _ = unique_rows(coords)
+    np.testing.assert_array_equal(_leader_grid(uniq), _leader_kdtree(uniq))
