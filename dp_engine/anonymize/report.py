@@ -108,6 +108,8 @@ def _cluster_stats(
     g = int(groups.max()) + 1 if groups.size else 0
     w = np.bincount(groups, minlength=g) / max(groups.size, 1)
     for name, x, y in pairs:
+        if np.isnan(x).all() or np.isnan(y).all():
+            continue  # no known value on one side: nothing to compare
         mx, vx = _group_moments(x, groups, g)
         my, vy = _group_moments(y, groups, g)
         sd = float(np.nanstd(x)) or 1.0
