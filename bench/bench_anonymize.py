@@ -59,7 +59,8 @@ def main() -> None:
     lines = [
         "## Anonymize (k-anonymity, not differential privacy)",
         "",
-        f"`.venv/bin/python bench/bench_anonymize.py {n}` on {platform.processor() or 'cpu'}, "
+        f"`.venv/bin/python bench/bench_anonymize.py {n}` on {platform.machine()}, "
+        f"Python {platform.python_version()}, "
         f"{n:,} synthetic records x 6 quasi-identifiers + 1 sensitive column; target <= 10 s "
         "for the hybrid. Wall clock and this process's CPU time; the machine is shared, so the "
         f"1-minute load average at the start ({os.getloadavg()[0]:.1f} on "
