@@ -298,6 +298,9 @@ def report_view(result: AnonymizationResult, labels: dict[str, str]) -> html.Div
             dbc.Table.from_dataframe(stats.round(3), size="sm", bordered=True, className="small")
         )
     notes = list(result.notes)
+    if result.radii:
+        radii = ", ".join(f"{labels.get(c, c)} {r:.3g}" for c, r in result.radii.items())
+        notes.append(f"Cluster radii (Eq. 2, mapped units): {radii}.")
     if result.move is not None:
         notes.append(
             f"{result.move.n_outliers} outlier records moved into a cluster; "
