@@ -19,7 +19,7 @@ import re
 import threading
 import weakref
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -30,6 +30,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.pool import StaticPool
 
 try:
     import fcntl
@@ -142,13 +143,19 @@ class Ledger:
             raise ValueError(f"schema {schema!r}: a plain identifier, PostgreSQL only.")
         self.schema = schema
         self._lock_path: str | None = None
-        self._thread_lock = threading.Lock()
+        self._thread_lock = threading.RLock()
+        self._memory = False
         if self.dialect == "sqlite":
             if parsed.database and parsed.database != ":memory:":
                 Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
                 if fcntl is not None:
                     self._lock_path = parsed.database + ".writer-lock"
-            base = create_engine(parsed, connect_args={"timeout": _SQLITE_BUSY_MS / 1000})
+            self._memory = not parsed.database or parsed.database == ":memory:"
+            if self._memory:  # one shared connection, or each thread would see its own database
+                base = create_engine(parsed, poolclass=StaticPool,
+                                     connect_args={"check_same_thread": False})
+            else:
+                base = create_engine(parsed, connect_args={"timeout": _SQLITE_BUSY_MS / 1000})
             _configure_sqlite(base)
         else:
             base = create_engine(parsed, pool_pre_ping=True)
@@ -163,7 +170,10 @@ class Ledger:
     @contextmanager
     def _tx(self, *, write: bool) -> Iterator[Connection]:
         """One transaction; ``write`` takes SQLite's write lock up front (BEGIN IMMEDIATE)."""
-        with self._engine.connect().execution_options(ledger_write=write) as conn, conn.begin():
+        # in-memory SQLite: one connection for all threads, so one transaction at a time
+        guard = self._thread_lock if self._memory else nullcontext()
+        with guard, self._engine.connect().execution_options(ledger_write=write) as conn, \
+                conn.begin():
             yield conn
 
     def _insert_ignore(self, table, **values):
@@ -312,10 +322,13 @@ class Ledger:
     @contextmanager
     def _write_lock(self) -> Iterator[None]:
         """SQLite: queue writers on a file lock (woken at once) instead of busy-wait polling."""
-        if self._lock_path is None:
+        if self.dialect != "sqlite":
             yield
             return
         with self._thread_lock:
+            if self._lock_path is None:
+                yield
+                return
             fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)

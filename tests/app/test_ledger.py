@@ -7,6 +7,7 @@ import io
 import os
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import numpy as np
@@ -251,3 +252,19 @@ def test_policy_defaults_and_overrides():
 def test_policy_refuses_bad_config(bad):
     with pytest.raises(ValueError):
         BudgetPolicy.from_mapping(bad)
+
+
+def test_in_memory_ledger_is_one_database_for_every_thread():
+    led = Ledger("sqlite://", BudgetPolicy({Role.COLLABORATOR: 1.0}))
+
+    def work(i: int):
+        try:
+            return charge(led, f"k{i % 12}", eps=0.125, user=f"u{i}").cached
+        except BudgetExceededError:
+            return "refused"
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(work, range(40)))
+    assert results.count(False) == 8 == len(led.releases())  # 1.0 / 0.125 charges fit
+    assert led.budget(role=Role.COLLABORATOR, dataset_id="ds").spent == 1.0
+    led.close()
