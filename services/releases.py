@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -108,11 +108,14 @@ class ReleaseService:
         qkey = req.query_key(ds.schema)
         served_key = f"{qkey}|as={granted.value}"
         hit = self.ledger.cached(dataset_version=ds.version, query_key=served_key, tier=req.tier)
-        inp = st.inputs(req, ds.frame, ds.schema)
+        # The rows are read only when needed: a fresh answer, or the owner's realized noise.
+        inp = (st.inputs(req, ds.frame, ds.schema)
+               if hit is None or granted is Role.OWNER else None)
         if hit is not None:
             ans = ViewAnswer.from_dict(hit.answer)
-            ans = _replace(ans, cached=True, epsilon_charged=0.0)
+            ans = replace(ans, cached=True, epsilon_charged=0.0)
         else:
+            assert inp is not None
             ans = self._fresh(identity, req, ds, qkey, inp)
             rec = self.ledger.charge_and_record(
                 user=identity.user, role=granted, dataset_id=ds.id,
@@ -121,18 +124,18 @@ class ReleaseService:
                 dataset_loss=0.0,
             )
             stored = ViewAnswer.from_dict(rec.answer)
-            ans = _replace(stored, cached=rec.cached,
+            ans = replace(stored, cached=rec.cached,
                            epsilon_charged=0.0 if rec.cached else ans.epsilon)
         status = self.ledger.budget(role=granted, dataset_id=ds.id)
-        ans = _replace(ans, budget_limit=status.limit, budget_spent=status.spent,
+        ans = replace(ans, budget_limit=status.limit, budget_spent=status.spent,
                        budget_remaining=status.remaining)
-        if granted is Role.OWNER and ans.mechanism == "sound":
+        if granted is Role.OWNER and ans.mechanism == "sound" and inp is not None:
             dp = np.asarray([[np.nan if v is None else v for v in row] for row in ans.values],
                             dtype=float)
-            ans = _replace(ans, realized_noise_percent=st.realized_noise_percent(
+            ans = replace(ans, realized_noise_percent=st.realized_noise_percent(
                 req, inp, dp, st.true_values(req, inp), ans.n_estimate))
         elif granted is not Role.OWNER:
-            ans = _replace(ans, realized_noise_percent=None)
+            ans = replace(ans, realized_noise_percent=None)
         return ans
 
     def dp_count(self, ds) -> int:
@@ -215,9 +218,7 @@ class ReleaseService:
         hi = st.as_grid(rel.ci_high, n_groups)
         errs = np.asarray(rel.expected_error, dtype=float)
         err = float(np.nanmean(errs)) if np.isfinite(errs).any() else float("nan")
-        sens = rel.sensitivity
-        sens_txt = (", ".join(f"{k} {v:.3g}" for k, v in sens.items())
-                    if isinstance(sens, dict) else f"{float(sens):.3g}")
+        sens_txt = _sensitivity_text(rel)
         return self._answer_common(
             req, ds, inp, values=values, ci_low=lo, ci_high=hi, epsilon=float(rel.epsilon),
             mechanism_label=rel.mechanism, sensitivity=sens_txt, expected_error=err,
@@ -290,10 +291,14 @@ class ReleaseService:
         )
 
 
-def _replace(ans: ViewAnswer, **changes: Any) -> ViewAnswer:
-    from dataclasses import replace
-
-    return replace(ans, **changes)
+def _sensitivity_text(rel: sound.Release) -> str:
+    """S_f in words: one number, or each noisy component's, or the rank utility's."""
+    sens = rel.sensitivity
+    if not isinstance(sens, dict):
+        return f"{float(sens):.3g}"
+    if rel.statistic == "quantiles":
+        return f"{max(sens.values()):.3g} (rank utility of the exponential mechanism)"
+    return ", ".join(f"{k} {float(v):.3g}" for k, v in sens.items())
 
 
 def new_rng_factory(seed: int | None) -> Callable[[], np.random.Generator]:
