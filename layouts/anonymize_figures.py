@@ -35,6 +35,15 @@ def empty_figure(text: str = "Run the anonymizer to see the records before and a
     return fig.to_dict()
 
 
+def _few_whole_numbers(*columns: Sequence) -> bool:
+    """True for a score or year column: whole numbers with at most 12 distinct values."""
+    seen = {v for col in columns for v in col if v is not None}
+    return 0 < len(seen) <= 12 and all(
+        isinstance(v, int | float) and not isinstance(v, bool) and float(v).is_integer()
+        for v in seen
+    )
+
+
 def before_after_scatter(
     x_label: str,
     y_label: str,
@@ -80,6 +89,10 @@ def before_after_scatter(
         )
     fig.update_xaxes(title_text=x_label)
     fig.update_yaxes(title_text=y_label, col=1)
+    if _few_whole_numbers(before_x, after_x):
+        fig.update_xaxes(tickformat="d", dtick=1)
+    if _few_whole_numbers(before_y, after_y):
+        fig.update_yaxes(tickformat="d", dtick=1)
     fig.update_layout(
         height=420,
         template="plotly_white",

@@ -285,3 +285,23 @@ def test_forged_store_on_axis_change_gets_a_message_not_a_crash(services):
     assert replot({"plot": {"before": "junk"}})[2]["data"] == []
     out = replot({"plot": {"before": {"Age": 1, "Year": 2}, "after": 5, "groups": []}})
     assert "danger" in text(out[0]) and out[2] is no_update
+
+
+def test_scatter_uses_whole_number_ticks_for_scores_and_a_safe_palette():
+    from layouts.anonymize_figures import OKABE_ITO, before_after_scatter
+
+    fig = before_after_scatter(
+        "Age",
+        "Year",
+        [40.5, 61.0],
+        [2017, 2018],
+        [50.0, 50.0],
+        [2017, 2018],
+        [0, 9],
+        method="hybrid",
+        k=2,
+    )
+    assert fig["layout"]["yaxis"]["tickformat"] == "d"
+    assert "tickformat" not in fig["layout"]["xaxis"]
+    assert fig["data"][0]["marker"]["color"] == [OKABE_ITO[0], OKABE_ITO[1]]
+    assert "not differential privacy" in fig["layout"]["title"]["text"]
