@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 import dash_bootstrap_components as dbc
-from dash import Input, Output, dcc, html, no_update
+from dash import Input, Output, dcc, no_update
 
 from dp_engine.errors import DPError
 from layouts import ids
@@ -100,7 +100,3 @@ def register_callbacks(app, services) -> None:
     )
     def _render(dataset, role, view, x, group, mechanism, compare):
         return render(services, dataset, role, view, x, group, mechanism, compare)
-
-
-def empty_note() -> html.Div:
-    return html.Div()

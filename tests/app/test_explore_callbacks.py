@@ -147,3 +147,17 @@ def test_non_json_body_is_refused_plainly(client):
     resp = client.post("/_dash-update-component", data=b"\x00\xff garbage",
                        content_type="application/json")
     assert 400 <= resp.status_code < 500
+
+
+def test_an_unconfirmed_dataset_is_refused_to_non_owners(explore_app, client, session):
+    from app import services_of
+
+    csv = b"Age,BPH\n" + b"\n".join(f"{50 + i % 30},{'yes' if i % 3 else 'no'}".encode()
+                                    for i in range(60))
+    ds = services_of(explore_app).registry.add_upload("clinic.csv", csv)
+    assert not ds.schema.confirmed
+    session.set(Role.THIRD_PARTY)
+    reply = render(client, role="third_party", dataset=ds.id, group="none")
+    assert reply.status == 200
+    assert "not been confirmed" in reply.message
+    assert reply.figures() == []
