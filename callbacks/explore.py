@@ -16,6 +16,7 @@ from services.queries import PRESETS, parse_request
 from services.roles import Role
 
 log = logging.getLogger(__name__)
+ROW = "explore-row"
 GRAPH_CONFIG = {"displaylogo": False, "responsive": True,
                 "modeBarButtonsToRemove": ["select2d", "lasso2d"]}
 
@@ -30,7 +31,7 @@ def _graph(fig, index: int | str) -> dcc.Graph:
 
 
 def render(services, dataset, role, view, x, group, mechanism, compare):
-    """The whole Explore answer for the current session: (graphs, panel, message)."""
+    """The whole Explore answer for the session: (graphs, panel, message, row class)."""
     identity = services.identity.current()
     granted: Role = identity.role
     raw = {"dataset": dataset, "role": role, "view": view, "x": x, "group": group,
@@ -40,7 +41,7 @@ def render(services, dataset, role, view, x, group, mechanism, compare):
         if granted is not Role.OWNER and not ds.schema.confirmed:
             return [], None, _alert(
                 "This dataset's public schema has not been confirmed by the data owner yet, "
-                "so it cannot be queried.")
+                "so it cannot be queried."), ROW
         req = parse_request(raw, granted, ds.schema)
         if compare is True and granted is Role.OWNER and req.mechanism in ("sound", "paper"):
             reqs = [req.__class__(req.dataset_id, req.view, req.x, req.group, req.mechanism, r)
@@ -48,16 +49,16 @@ def render(services, dataset, role, view, x, group, mechanism, compare):
             answers = [services.releases.answer(identity, r) for r in reqs]
             graphs = dbc.Row([dbc.Col(_graph(build(a, compact=True), a.tier), lg=4, md=12)
                               for a in answers], className="g-2")
-            return graphs, panels.compare_panel(answers, granted), None
+            return graphs, panels.compare_panel(answers, granted), None, ROW + " compare"
         ans = services.releases.answer(identity, req)
-        return _graph(build(ans), "main"), panels.panel(ans, granted), None
+        return _graph(build(ans), "main"), panels.panel(ans, granted), None, ROW
     except DPError as exc:
-        return no_update, no_update, _alert(str(exc))
+        return no_update, no_update, _alert(str(exc)), no_update
     except Exception:  # never a 500: log for the operator, a plain message for the user
         log.exception("Explore view failed")
         return no_update, no_update, _alert(
             "This view could not be computed. Nothing was charged and your data and budget "
-            "are unchanged; try another view or contact the data owner.", "danger")
+            "are unchanged; try another view or contact the data owner.", "danger"), no_update
 
 
 def register_callbacks(app, services) -> None:
@@ -93,7 +94,7 @@ def register_callbacks(app, services) -> None:
 
     @app.callback(
         Output(ids.EX_GRAPHS, "children"), Output(ids.EX_PANEL, "children"),
-        Output(ids.EX_MESSAGE, "children"),
+        Output(ids.EX_MESSAGE, "children"), Output(ids.EX_ROW, "className"),
         Input(ids.EX_DATASET, "value"), Input(ids.EX_ROLE, "value"),
         Input(ids.EX_VIEW, "value"), Input(ids.EX_X, "value"), Input(ids.EX_GROUP, "value"),
         Input(ids.EX_MECHANISM, "value"), Input(ids.EX_COMPARE, "value"),

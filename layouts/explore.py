@@ -114,9 +114,11 @@ def layout(datasets: list, identity) -> html.Div:
                 className="text-muted mb-3",
             ),
             dbc.Row(
-                [
+                id=ids.EX_ROW,
+                className="explore-row",
+                children=[
                     dbc.Col(dbc.Card(dbc.CardBody(controls), className="controls-card"),
-                            lg=3, md=12, className="mb-3"),
+                            lg=3, md=12, className="mb-3 controls-col"),
                     dbc.Col(
                         [
                             html.Div(id=ids.EX_MESSAGE, role="status", **{"aria-live": "polite"}),
@@ -126,10 +128,10 @@ def layout(datasets: list, identity) -> html.Div:
                             ),
                             html.Div(id=ids.EX_NOTE, className="small text-muted mt-2"),
                         ],
-                        lg=6, md=12, className="mb-3",
+                        lg=6, md=12, className="mb-3 graphs-col",
                     ),
                     dbc.Col(html.Aside(id=ids.EX_PANEL, **{"aria-label": "Privacy panel"}),
-                            lg=3, md=12),
+                            lg=3, md=12, className="panel-col"),
                 ],
             ),
         ]

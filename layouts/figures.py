@@ -25,22 +25,27 @@ def _num(v: float | None, digits: int = 3) -> str:
     return f"{v:.{digits}g}" if abs(v) < 1e4 else f"{v:,.0f}"
 
 
-def subtitle(ans: ViewAnswer) -> str:
+def subtitle(ans: ViewAnswer, compact: bool = False) -> str:
     tier = NOISE_LABELS[ans.tier]
+    if compact:
+        return f"ε = {_num(ans.epsilon)} · {tier} noise"
     if ans.mechanism == "paper":
         return f"PyDPLib paper mode · labelled ε = {_num(ans.epsilon)} · {tier} noise"
     return f"{ans.mechanism_label} · ε = {_num(ans.epsilon)} · {tier} noise"
 
 
 def _base(fig: go.Figure, ans: ViewAnswer, title: str, compact: bool) -> go.Figure:
+    if compact:   # compare mode: the tier is the headline, the view is shared by all three
+        title = f"{NOISE_LABELS[ans.tier].capitalize()} noise · {ans.role.replace('_', ' ')} tier"
     fig.update_layout(
-        title={"text": f"{title}<br><sup>{subtitle(ans)}</sup>", "x": 0.01,
+        title={"text": f"{title}<br><sup>{subtitle(ans, compact)}</sup>", "x": 0.01,
                "font": {"size": 14 if compact else 17}},
         template="plotly_white",
         font={"family": FONT, "size": 12},
         colorway=PALETTE,
-        margin={"l": 60, "r": 20, "t": 80, "b": 60},
-        legend={"orientation": "h", "y": -0.2, "title": {"text": ans.group_label}},
+        margin={"l": 60, "r": 20, "t": 80, "b": 110 if compact else 60},
+        legend={"orientation": "h", "y": -0.45 if compact else -0.2,
+                "title": {"text": ans.group_label}},
         hoverlabel={"font": {"family": FONT}},
         bargap=0.15,
     )

@@ -25,6 +25,7 @@ EX_MESSAGE = "explore-message"
 EX_LOADING = "explore-loading"
 EX_BUDGET = "explore-budget"
 EX_NOTE = "explore-note"
+EX_ROW = "explore-row"
 # side-panel values (read by the end-to-end tests)
 PANEL_ROLE = "panel-role"
 PANEL_BAND = "panel-band"

@@ -9,7 +9,7 @@ from typing import Any
 from layouts import ids
 
 RENDER_OUTPUTS = [(ids.EX_GRAPHS, "children"), (ids.EX_PANEL, "children"),
-                  (ids.EX_MESSAGE, "children")]
+                  (ids.EX_MESSAGE, "children"), (ids.EX_ROW, "className")]
 RENDER_INPUTS = [ids.EX_DATASET, ids.EX_ROLE, ids.EX_VIEW, ids.EX_X, ids.EX_GROUP,
                  ids.EX_MECHANISM, ids.EX_COMPARE]
 

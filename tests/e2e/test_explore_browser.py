@@ -137,6 +137,10 @@ def test_compare_mode_shows_three_panels(dash_duo, tmp_path):
         GRAPH)
     assert [("low" in t, "medium" in t, "high" in t) for t in titles] == [
         (True, False, False), (False, True, False), (False, False, True)]
+    dash_duo.driver.execute_script(
+        "document.activeElement.blur(); window.scrollTo(0, 0);"
+        "document.documentElement.scrollTop = 0;")
+    time.sleep(0.5)
     dash_duo.driver.save_screenshot(str(DOCS / "compare.png"))
 
 
