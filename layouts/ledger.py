@@ -62,11 +62,13 @@ def releases_table(releases: list, total: int) -> html.Div:
 
 
 def totals_table(totals: pd.DataFrame) -> html.Div | dbc.Table:
-    """Per user and dataset: releases, ε charged, dataset-level ε, first and last release."""
+    """Per user and dataset: releases, ε charged, dataset-level ε, cache hits, first/last."""
     rows = [[t.user, t.dataset_id, int(t.releases), _eps(float(t.epsilon)),
-             _eps(float(t.dataset_loss)), _when(t.first_release), _when(t.last_release)]
+             _eps(float(t.dataset_loss)), int(t.cache_hits), _when(t.first_release),
+             _when(t.last_release)]
             for t in totals.itertuples(index=False)]
-    header = ["User", "Dataset", "Releases", "ε charged", "Dataset ε", "First", "Last"]
+    header = ["User", "Dataset", "Releases", "ε charged", "Dataset ε", "Served from cache",
+              "First", "Last"]
     return _table(header, rows, "Nothing released yet.")
 
 

@@ -40,6 +40,7 @@ except ImportError:  # not on Windows: SQLite's own busy timeout still serialize
 from dp_engine.errors import BudgetExceededError, InvalidEpsilonError
 from services.ledger_models import SCHEMA_VERSION, metadata
 from services.ledger_models import budgets as _BUDGETS
+from services.ledger_models import deliveries as _DELIVERIES
 from services.ledger_models import meta as _META
 from services.ledger_models import releases as _RELEASES
 from services.policy import BudgetPolicy
@@ -191,6 +192,9 @@ class Ledger:
                                              value=str(SCHEMA_VERSION)))
             stored = int(conn.execute(
                 select(_META.c.value).where(_META.c.key == "schema_version")).scalar_one())
+            if stored < SCHEMA_VERSION:  # older ledger: create_all added the new tables
+                conn.execute(update(_META).where(_META.c.key == "schema_version")
+                             .values(value=str(SCHEMA_VERSION)))
         if stored > SCHEMA_VERSION:
             raise RuntimeError(
                 f"The ledger database was written by a newer version (schema {stored}); "
@@ -203,10 +207,37 @@ class Ledger:
 
     # -- cache ---------------------------------------------------------------------------------
 
-    def cached(self, *, dataset_version: str, query_key: str, tier: int) -> StoredRelease | None:
-        """The stored release for this cache key, or None. Charges nothing."""
+    def cached(self, *, dataset_version: str, query_key: str, tier: int,
+               user: str | None = None, role: Role | str | None = None) -> StoredRelease | None:
+        """The stored release for this cache key, or None. Charges nothing.
+
+        With ``user`` (and ``role``), a hit is logged as a delivery to that user, so the owner
+        can see who received each answer, not only who first paid for it.
+        """
         with self._tx(write=False) as conn:
-            return self._find(conn, dataset_version, query_key, tier)
+            hit = self._find(conn, dataset_version, query_key, tier)
+        if hit is not None and user is not None:
+            self._deliver(hit, user, role)
+        return hit
+
+    def _deliver(self, rel: StoredRelease, user: str, role: Role | str | None) -> None:
+        with self._write_lock(), self._tx(write=True) as conn:
+            conn.execute(insert(_DELIVERIES).values(
+                release_id=rel.id, delivered_at=_now(), user_name=str(user),
+                role=Role(str(role)).value if role is not None else rel.role))
+
+    def deliveries(self, *, user: str | None = None,
+                   dataset_id: str | None = None) -> list[tuple[datetime, str, str, int]]:
+        """Cache hits served, oldest first: (when, user, role, release id)."""
+        d, r = _DELIVERIES.c, _RELEASES.c
+        stmt = (select(d.delivered_at, d.user_name, d.role, d.release_id)
+                .join_from(_DELIVERIES, _RELEASES, d.release_id == r.id).order_by(d.id))
+        if user:
+            stmt = stmt.where(d.user_name == user)
+        if dataset_id:
+            stmt = stmt.where(r.dataset_id == dataset_id)
+        with self._tx(write=False) as conn:
+            return [(_aware(w), u, ro, int(i)) for w, u, ro, i in conn.execute(stmt)]
 
     def _find(self, conn: Connection, dataset_version: str, query_key: str,
               tier: int) -> StoredRelease | None:
@@ -239,10 +270,11 @@ class Ledger:
         }
         for attempt in range(_SQLITE_RETRIES):
             try:
-                return self._charge_once(role, values)
+                rel = self._charge_once(role, values)
             except IntegrityError:
                 twin = self.cached(dataset_version=values["dataset_version"],
-                                   query_key=values["query_key"], tier=values["tier"])
+                                   query_key=values["query_key"], tier=values["tier"],
+                                   user=values["user_name"], role=role)
                 if twin is None:
                     raise
                 return twin
@@ -250,6 +282,10 @@ class Ledger:
                 if self.dialect != "sqlite" or "locked" not in str(exc).lower() \
                         or attempt == _SQLITE_RETRIES - 1:
                     raise
+                continue
+            if rel.cached:
+                self._deliver(rel, values["user_name"], role)
+            return rel
         raise AssertionError("unreachable")
 
     def _charge_once(self, role: Role, values: dict[str, Any]) -> StoredRelease:
@@ -400,25 +436,44 @@ class Ledger:
                                      .order_by(_RELEASES.c.dataset_id)).scalars())
 
     def totals(self) -> pd.DataFrame:
-        """Per user and dataset: number of releases, ε charged, dataset-level ε, first/last."""
+        """Per user and dataset: releases paid for, ε charged, dataset-level ε, answers served
+        again from the cache, first and last activity."""
         import pandas as pd  # only the ledger page needs it; workers start faster without
 
-        r = _RELEASES.c
-        stmt = (select(r.user_name.label("user"), r.dataset_id,
+        r, d = _RELEASES.c, _DELIVERIES.c
+        paid = (select(r.user_name.label("user"), r.dataset_id,
                        func.count().label("releases"),
                        func.sum(r.epsilon).label("epsilon"),
                        func.sum(r.dataset_loss).label("dataset_loss"),
                        func.min(r.created_at).label("first_release"),
                        func.max(r.created_at).label("last_release"))
-                .group_by(r.user_name, r.dataset_id).order_by(r.user_name, r.dataset_id))
+                .group_by(r.user_name, r.dataset_id))
+        reused = (select(d.user_name.label("user"), r.dataset_id,
+                         func.count().label("cache_hits"),
+                         func.min(d.delivered_at).label("first_hit"),
+                         func.max(d.delivered_at).label("last_hit"))
+                  .join_from(_DELIVERIES, _RELEASES, d.release_id == r.id)
+                  .group_by(d.user_name, r.dataset_id))
         with self._tx(write=False) as conn:
-            rows = [dict(m) for m in conn.execute(stmt).mappings()]
-        columns = ["user", "dataset_id", "releases", "epsilon", "dataset_loss",
+            a = pd.DataFrame([dict(m) for m in conn.execute(paid).mappings()],
+                             columns=["user", "dataset_id", "releases", "epsilon",
+                                      "dataset_loss", "first_release", "last_release"])
+            b = pd.DataFrame([dict(m) for m in conn.execute(reused).mappings()],
+                             columns=["user", "dataset_id", "cache_hits", "first_hit",
+                                      "last_hit"])
+        out = a.merge(b, on=["user", "dataset_id"], how="outer")
+        for col in ("releases", "cache_hits"):
+            out[col] = out[col].fillna(0).astype(int)
+        for col in ("epsilon", "dataset_loss"):
+            out[col] = out[col].fillna(0.0).astype(float)
+        first = [min(_aware(t) for t in pair if not pd.isna(t))
+                 for pair in zip(out["first_release"], out["first_hit"], strict=True)]
+        last = [max(_aware(t) for t in pair if not pd.isna(t))
+                for pair in zip(out["last_release"], out["last_hit"], strict=True)]
+        out = out.assign(first_release=first, last_release=last)
+        columns = ["user", "dataset_id", "releases", "epsilon", "dataset_loss", "cache_hits",
                    "first_release", "last_release"]
-        for row in rows:
-            row["first_release"] = _aware(row["first_release"])
-            row["last_release"] = _aware(row["last_release"])
-        return pd.DataFrame(rows, columns=columns)
+        return out[columns].sort_values(["user", "dataset_id"]).reset_index(drop=True)
 
     def export_csv(self, **filters: Any) -> str:
         """Every release matching ``filters`` (user, dataset_id) as CSV, oldest first."""

@@ -19,7 +19,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: ledger_deliveries
 
 metadata = MetaData()
 """No schema here: a deployment may map one at run time (schema_translate_map)."""
@@ -61,3 +61,15 @@ meta = Table(
     Column("value", String(200), nullable=False),
 )
 """Key/value facts about the ledger itself (schema version)."""
+
+deliveries = Table(
+    "ledger_deliveries", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("release_id", Integer, nullable=False),
+    Column("delivered_at", DateTime(timezone=True), nullable=False),
+    Column("user_name", String(200), nullable=False),
+    Column("role", String(32), nullable=False),
+    Index("ix_ledger_delivery_release", "release_id"),
+    Index("ix_ledger_delivery_user", "user_name"),
+)
+"""A stored answer served again from the cache (free), and to whom: the audit trail of reuse."""

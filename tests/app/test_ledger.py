@@ -100,6 +100,27 @@ def test_release_is_stored_and_an_identical_request_is_served_uncharged(make_led
     assert len(led.releases()) == 1
 
 
+def test_cache_hits_are_logged_as_deliveries_to_whoever_received_them(make_ledger):
+    led = make_ledger()
+    first = charge(led, "a", user="alice", eps=0.5)
+    assert charge(led, "a", user="bob", eps=0.5).cached  # a twin request
+    hit = led.cached(dataset_version="v1", query_key="a", tier=1, user="carol",
+                     role=Role.THIRD_PARTY)
+    assert hit.id == first.id
+    led.cached(dataset_version="v1", query_key="a", tier=1)  # anonymous look-up: not logged
+    assert led.cached(dataset_version="v1", query_key="zzz", tier=1, user="dan") is None
+    log = led.deliveries()
+    assert [(u, r, i) for _, u, r, i in log] == [("bob", "collaborator", first.id),
+                                                 ("carol", "third_party", first.id)]
+    assert [u for _, u, _, _ in led.deliveries(user="carol", dataset_id="ds")] == ["carol"]
+    assert led.deliveries(dataset_id="other") == []
+    totals = led.totals().set_index("user")
+    assert totals.loc["alice", ["releases", "cache_hits"]].tolist() == [1, 0]
+    assert totals.loc["bob", ["releases", "cache_hits"]].tolist() == [0, 1]
+    assert totals.loc["carol", "epsilon"] == 0.0  # nothing charged for reuse
+    assert led.budget(role=Role.COLLABORATOR, dataset_id="ds").spent == 0.5
+
+
 def test_cache_key_includes_tier_and_version(make_ledger):
     led = make_ledger()
     charge(led, tier=0, role=Role.OWNER, answer={"value": 1.0})
@@ -268,3 +289,25 @@ def test_in_memory_ledger_is_one_database_for_every_thread():
     assert results.count(False) == 8 == len(led.releases())  # 1.0 / 0.125 charges fit
     assert led.budget(role=Role.COLLABORATOR, dataset_id="ds").spent == 1.0
     led.close()
+
+
+def test_an_older_ledger_is_migrated_on_start(tmp_path):
+    url = f"sqlite:///{tmp_path / 'old.sqlite'}"
+    old = Ledger(url)
+    charge(old, "a")
+    old.close()
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:  # make it look like a schema-1 ledger
+        conn.execute(sa.text("DROP TABLE ledger_deliveries"))
+        conn.execute(sa.text("UPDATE ledger_meta SET value = '1' WHERE key = 'schema_version'"))
+    new = Ledger(url)
+    assert new.cached(dataset_version="v1", query_key="a", tier=1, user="bob") is not None
+    assert len(new.deliveries()) == 1
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT value FROM ledger_meta")).scalar_one() == "2"
+        conn.execute(sa.text("UPDATE ledger_meta SET value = '99'"))
+        conn.commit()
+    engine.dispose()
+    new.close()
+    with pytest.raises(RuntimeError, match="newer version"):
+        Ledger(url)
