@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import html
 import ipaddress
+import os
 import secrets
 import threading
 import time
@@ -155,10 +156,10 @@ def init_auth(server: flask.Flask, config: Mapping[str, Any]) -> None:
     server.after_request(_security_headers)
     if not users_configured(config):
         server.extensions[EXTENSION] = _AuthState(embedded=True)
-        server.before_request(_embedded_guard)
+        _guard_first(server, _embedded_guard)
         return
 
-    secret = config.get("SECRET_KEY")
+    secret = config.get("SECRET_KEY") or os.environ.get("SECRET_KEY")
     if not secret or len(str(secret)) < _MIN_SECRET_LEN:
         raise AuthConfigError(
             "Users are configured but SECRET_KEY is missing or shorter than "
@@ -199,7 +200,12 @@ def init_auth(server: flask.Flask, config: Mapping[str, Any]) -> None:
     server.add_url_rule("/login", LOGIN_ENDPOINT, lambda: _login_view(store, throttle),
                         methods=["GET", "POST"])
     server.add_url_rule("/logout", LOGOUT_ENDPOINT, _logout_view, methods=["GET", "POST"])
-    server.before_request(_session_guard)
+    _guard_first(server, _session_guard)
+
+
+def _guard_first(server: flask.Flask, guard) -> None:
+    """Run ``guard`` before any other before-request hook (Dash's own included)."""
+    server.before_request_funcs.setdefault(None, []).insert(0, guard)
 
 
 def _embedded_guard():

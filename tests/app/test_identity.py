@@ -155,13 +155,19 @@ def test_identity_outside_a_request_is_anonymous():
     assert Identity("local-owner", Role.OWNER, True) == LOCAL_OWNER
 
 
-def test_users_mode_refuses_to_start_without_secret_or_users(tmp_path):
+def test_users_mode_refuses_to_start_without_secret_or_users(tmp_path, monkeypatch):
+    monkeypatch.delenv("SECRET_KEY", raising=False)
     path = tmp_path / "users.json"
     add_user(path, "alice", "owner", PASSWORD)
     with pytest.raises(AuthConfigError, match="SECRET_KEY"):
         init_auth(flask.Flask("a"), {"USERS_FILE": str(path)})
     with pytest.raises(AuthConfigError, match="SECRET_KEY"):
         init_auth(flask.Flask("b"), {"USERS_FILE": str(path), "SECRET_KEY": "short"})
+    monkeypatch.setenv("SECRET_KEY", "from-the-environment-" + "e" * 20)
+    server = flask.Flask("env")
+    init_auth(server, {"USERS_FILE": str(path)})
+    assert server.secret_key.startswith("from-the-environment-")
+    monkeypatch.delenv("SECRET_KEY")
     with pytest.raises(AuthConfigError, match="does not exist"):
         init_auth(flask.Flask("c"), {"USERS_FILE": str(tmp_path / "none.json"),
                                      "SECRET_KEY": "x" * 32})
