@@ -14,13 +14,13 @@ from typing import Any
 import flask
 from dash import Dash
 from werkzeug.exceptions import HTTPException
-from services.identity import assert_bind_allowed, init_auth
 
 from callbacks import explore as explore_callbacks
 from callbacks import shell as shell_callbacks
 from layouts import shell
 from services.config import AppConfig
 from services.container import Services, build_services
+from services.identity import assert_bind_allowed, init_auth
 
 ROOT = Path(__file__).resolve().parent
 log = logging.getLogger(__name__)
