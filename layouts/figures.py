@@ -2,21 +2,25 @@
 
 No function here sees a row of data: a box plot is drawn from DP quantiles, never from
 individual points, and hover text shows the DP value with its 95 % interval.
+Figures are plain Plotly JSON (dicts): building ``plotly.graph_objects`` figures validates
+and deep-copies a template on every call, which cost most of a callback's time.
 """
 
 from __future__ import annotations
 
 import math
-
-import plotly.graph_objects as go
+from typing import Any
 
 from dp_engine.bands import NOISE_LABELS
 from services.releases import ViewAnswer
+
+Figure = dict[str, Any]
 
 # Okabe–Ito: distinguishable with the common colour-vision deficiencies.
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442",
            "#000000"]
 FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
+GRID = "#e5e9f0"
 
 
 def _num(v: float | None, digits: int = 3) -> str:
@@ -34,113 +38,128 @@ def subtitle(ans: ViewAnswer, compact: bool = False) -> str:
     return f"{ans.mechanism_label} · ε = {_num(ans.epsilon)} · {tier} noise"
 
 
-def _base(fig: go.Figure, ans: ViewAnswer, title: str, compact: bool) -> go.Figure:
+def _axis(title: str, **extra: Any) -> dict[str, Any]:
+    return {"title": {"text": title}, "gridcolor": GRID, "zerolinecolor": GRID,
+            "automargin": True, **extra}
+
+
+def _figure(ans: ViewAnswer, data: list[dict], title: str, compact: bool, *,
+            xaxis: dict, yaxis: dict, showlegend: bool, **layout: Any) -> Figure:
     if compact:   # compare mode: the tier is the headline, the view is shared by all three
         title = f"{NOISE_LABELS[ans.tier].capitalize()} noise · {ans.role.replace('_', ' ')} tier"
-    fig.update_layout(
-        title={"text": f"{title}<br><sup>{subtitle(ans, compact)}</sup>", "x": 0.01,
-               "font": {"size": 14 if compact else 17}},
-        template="plotly_white",
-        font={"family": FONT, "size": 12},
-        colorway=PALETTE,
-        margin={"l": 60, "r": 20, "t": 80, "b": 110 if compact else 60},
-        legend={"orientation": "h", "y": -0.45 if compact else -0.2,
-                "title": {"text": ans.group_label}},
-        hoverlabel={"font": {"family": FONT}},
-        bargap=0.15,
-    )
-    return fig
+    return {
+        "data": data,
+        "layout": {
+            "title": {"text": f"{title}<br><sup>{subtitle(ans, compact)}</sup>", "x": 0.01,
+                      "font": {"size": 14 if compact else 17}},
+            "font": {"family": FONT, "size": 12, "color": "#1d2733"},
+            "paper_bgcolor": "#ffffff",
+            "plot_bgcolor": "#ffffff",
+            "colorway": PALETTE,
+            "margin": {"l": 60, "r": 20, "t": 80, "b": 110 if compact else 60},
+            "legend": {"orientation": "h", "y": -0.45 if compact else -0.2,
+                       "title": {"text": ans.group_label}},
+            "hoverlabel": {"font": {"family": FONT}},
+            "showlegend": showlegend,
+            "xaxis": xaxis,
+            "yaxis": yaxis,
+            **layout,
+        },
+    }
 
 
-def _ci(ans: ViewAnswer, g: int, c: int) -> tuple[float | None, float | None]:
-    return ans.ci_low[g][c], ans.ci_high[g][c]
+def _interval(ans: ViewAnswer, unit: str = "") -> str:
+    if ans.mechanism == "paper":
+        return ""
+    return "<br>95 % interval: %{customdata[0]} – %{customdata[1]}" + unit
 
 
-def histogram(ans: ViewAnswer, compact: bool = False) -> go.Figure:
-    fig = go.Figure()
-    owner_paper = ans.mechanism == "paper"
+def histogram(ans: ViewAnswer, compact: bool = False) -> Figure:
+    data = []
     for g, name in enumerate(ans.groups):
-        ys = [v if v is not None else 0 for v in ans.values[g]]
-        custom = [[_num(lo), _num(hi)] for lo, hi in zip(ans.ci_low[g], ans.ci_high[g],
-                                                          strict=True)]
-        interval = "" if owner_paper else "<br>95 % interval: %{customdata[0]} – %{customdata[1]}"
-        fig.add_bar(
-            x=ans.cells, y=ys, name=name, customdata=custom,
-            hovertemplate=f"{ans.x_label}: %{{x}}<br>{name}: %{{y}} patients"
-                          f"{interval}<extra></extra>",
-            marker_color=PALETTE[g % len(PALETTE)],
-        )
+        data.append({
+            "type": "bar",
+            "x": ans.cells,
+            "y": [v if v is not None else 0 for v in ans.values[g]],
+            "name": name,
+            "customdata": [[_num(lo), _num(hi)]
+                           for lo, hi in zip(ans.ci_low[g], ans.ci_high[g], strict=True)],
+            "hovertemplate": f"{ans.x_label}: %{{x}}<br>{name}: %{{y}} patients"
+                             f"{_interval(ans)}<extra></extra>",
+            "marker": {"color": PALETTE[g % len(PALETTE)]},
+        })
     title = f"{ans.x_label} — patient counts" + (f" by {ans.group_label}" if ans.group else "")
-    fig.update_layout(barmode="group" if len(ans.groups) > 1 else "relative",
-                      showlegend=len(ans.groups) > 1)
-    fig.update_xaxes(title_text=ans.x_label)
-    fig.update_yaxes(title_text="Patients (DP count)", rangemode="tozero")
-    return _base(fig, ans, title, compact)
+    grouped = len(ans.groups) > 1
+    return _figure(ans, data, title, compact, showlegend=grouped,
+                   barmode="group" if grouped else "relative", bargap=0.15,
+                   xaxis=_axis(ans.x_label, type="category"),
+                   yaxis=_axis("Patients (DP count)", rangemode="tozero"))
 
 
-def _per_group_bars(ans: ViewAnswer, statistic: str, compact: bool) -> go.Figure:
+def _per_group_bars(ans: ViewAnswer, statistic: str, compact: bool) -> Figure:
     vals = [row[0] for row in ans.values]
     lo = [row[0] for row in ans.ci_low]
     hi = [row[0] for row in ans.ci_high]
     paper = ans.mechanism == "paper"
-    err_plus = [None if (v is None or h is None) else h - v for v, h in zip(vals, hi, strict=True)]
-    err_minus = [None if (v is None or l_ is None) else v - l_
-                 for v, l_ in zip(vals, lo, strict=True)]
-    custom = [[_num(a), _num(b)] for a, b in zip(lo, hi, strict=True)]
     unit = f" {ans.unit}" if ans.unit else ""
-    interval = "" if paper else "<br>95 % interval: %{customdata[0]} – %{customdata[1]}" + unit
-    fig = go.Figure(go.Bar(
-        y=ans.groups, x=vals, orientation="h", customdata=custom,
-        marker_color=[PALETTE[i % len(PALETTE)] for i in range(len(vals))],
-        error_x=None if paper else {"type": "data", "symmetric": False, "array": err_plus,
-                                    "arrayminus": err_minus, "color": "#444"},
-        hovertemplate=f"{ans.group_label or 'Group'}: %{{y}}<br>{statistic}: %{{x:.3g}}{unit}"
-                      f"{interval}<extra></extra>",
-    ))
-    title = f"{statistic} {ans.x_label.split(' (')[0].lower()}" + (
-        f" by {ans.group_label}" if ans.group else "")
-    fig.update_xaxes(title_text=f"{statistic} {ans.x_label}")
-    fig.update_yaxes(title_text=ans.group_label or "", type="category")
-    fig.update_layout(showlegend=False)
-    return _base(fig, ans, title, compact)
+    trace: dict[str, Any] = {
+        "type": "bar", "orientation": "h", "y": ans.groups, "x": vals,
+        "customdata": [[_num(a), _num(b)] for a, b in zip(lo, hi, strict=True)],
+        "marker": {"color": [PALETTE[i % len(PALETTE)] for i in range(len(vals))]},
+        "hovertemplate": f"{ans.group_label or 'Group'}: %{{y}}<br>{statistic}: "
+                         f"%{{x:.3g}}{unit}{_interval(ans, unit)}<extra></extra>",
+    }
+    if not paper:
+        trace["error_x"] = {
+            "type": "data", "symmetric": False, "color": "#444",
+            "array": [None if (v is None or h is None) else h - v
+                      for v, h in zip(vals, hi, strict=True)],
+            "arrayminus": [None if (v is None or l_ is None) else v - l_
+                           for v, l_ in zip(vals, lo, strict=True)],
+        }
+    name = ans.x_label.split(" (")[0].lower()
+    title = f"{statistic} {name}" + (f" by {ans.group_label}" if ans.group else "")
+    return _figure(ans, [trace], title, compact, showlegend=False,
+                   xaxis=_axis(f"{statistic} {ans.x_label}"),
+                   yaxis=_axis(ans.group_label or "", type="category"))
 
 
-def box(ans: ViewAnswer, compact: bool = False) -> go.Figure:
+def box(ans: ViewAnswer, compact: bool = False) -> Figure:
     """Box plot drawn from DP quantiles only: whiskers q0.05/q0.95, box q1–q3, median."""
-    fig = go.Figure()
+    data = []
     for g, name in enumerate(ans.groups):
         q = ans.values[g]
         if any(v is None for v in q):
             continue
         colour = PALETTE[g % len(PALETTE)]
-        fig.add_trace(go.Box(
-            x=[name], lowerfence=[q[0]], q1=[q[1]], median=[q[2]], q3=[q[3]],
-            upperfence=[q[4]], name=name, marker_color=colour, boxpoints=False,
-            hoverinfo="skip",
-        ))
-        lo, hi = _ci(ans, g, 2)
-        fig.add_scatter(
-            x=[name], y=[q[2]], mode="markers", showlegend=False,
-            marker={"color": colour, "size": 9, "symbol": "diamond",
-                    "line": {"color": "#222", "width": 1}},
-            customdata=[[_num(q[0]), _num(q[1]), _num(q[3]), _num(q[4]), _num(lo), _num(hi)]],
-            hovertemplate=(f"{name}<br>median %{{y:.3g}} {ans.unit}"
-                           + ("" if ans.mechanism == "paper" else
-                              "<br>95 % interval of the median: %{customdata[4]} – "
-                              "%{customdata[5]}")
-                           + "<br>q1 %{customdata[1]} · q3 %{customdata[2]}"
-                           "<br>5th–95th percentile %{customdata[0]} – %{customdata[3]}"
-                           "<extra></extra>"),
-        )
+        lo, hi = ans.ci_low[g][2], ans.ci_high[g][2]
+        data.append({
+            "type": "box", "x": [name], "lowerfence": [q[0]], "q1": [q[1]],
+            "median": [q[2]], "q3": [q[3]], "upperfence": [q[4]], "name": name,
+            "marker": {"color": colour}, "boxpoints": False, "hoverinfo": "skip",
+        })
+        median_ci = ("" if ans.mechanism == "paper" else
+                     "<br>95 % interval of the median: %{customdata[4]} – %{customdata[5]}")
+        data.append({
+            "type": "scatter", "x": [name], "y": [q[2]], "mode": "markers",
+            "showlegend": False,
+            "marker": {"color": colour, "size": 9, "symbol": "diamond",
+                       "line": {"color": "#222", "width": 1}},
+            "customdata": [[_num(q[0]), _num(q[1]), _num(q[3]), _num(q[4]), _num(lo),
+                            _num(hi)]],
+            "hovertemplate": f"{name}<br>median %{{y:.3g}} {ans.unit}{median_ci}"
+                             "<br>q1 %{customdata[1]} · q3 %{customdata[2]}"
+                             "<br>5th–95th percentile %{customdata[0]} – %{customdata[3]}"
+                             "<extra></extra>",
+        })
     title = f"Median {ans.x_label.split(' (')[0].lower()}" + (
         f" by {ans.group_label}" if ans.group else "")
-    fig.update_xaxes(title_text=ans.group_label or "", type="category")
-    fig.update_yaxes(title_text=ans.x_label)
-    fig.update_layout(showlegend=False)
-    return _base(fig, ans, title, compact)
+    return _figure(ans, data, title, compact, showlegend=False,
+                   xaxis=_axis(ans.group_label or "", type="category"),
+                   yaxis=_axis(ans.x_label))
 
 
-def build(ans: ViewAnswer, compact: bool = False) -> go.Figure:
+def build(ans: ViewAnswer, compact: bool = False) -> Figure:
     """The figure of a view."""
     if ans.view == "histogram":
         return histogram(ans, compact)

@@ -28,6 +28,13 @@ def label(value: object) -> str:
     return str(value)
 
 
+def labels(column: pd.Series) -> np.ndarray:
+    """``label`` of every value, computed once per distinct value (factorize, then take)."""
+    codes, uniques = pd.factorize(column, use_na_sentinel=True)
+    names = np.asarray([label(u) for u in uniques] + [""], dtype=object)
+    return names[codes]          # code -1 (missing) -> "", already dropped by the caller
+
+
 @dataclass(frozen=True)
 class Inputs:
     """The arrays one request needs, missing rows dropped (a missing value = not present)."""
@@ -64,11 +71,11 @@ def inputs(req: ViewRequest, frame: pd.DataFrame, schema: Schema) -> Inputs:
     keys = [ALL]
     if g_spec is not None:
         keys = [label(c) for c in g_spec.category_list()]
-        groups = np.asarray([label(v) for v in sub[req.group].to_numpy()], dtype=object)
+        groups = labels(sub[req.group])
     if req.view == "histogram" and categorical_histogram(x_spec):
         bins: np.ndarray | list[str] = [label(c) for c in x_spec.category_list()]
         bin_labels = list(bins)
-        values = np.asarray([label(v) for v in sub[req.x].to_numpy()], dtype=object)
+        values = labels(sub[req.x])
     else:
         values = pd.to_numeric(sub[req.x], errors="coerce").to_numpy(dtype=float)
         if req.view == "histogram":
