@@ -8,6 +8,7 @@ NAV = "nav"
 PAGE = "page-content"
 SESSION_BADGE = "session-badge"
 TOAST = "toast"
+PRELOAD_GRAPH = "preload-graph"
 
 # --- Explore page ---
 EX_DATASET = "explore-dataset"

@@ -22,6 +22,10 @@ def layout() -> html.Div:
     return html.Div(
         [
             dcc.Location(id=ids.URL, refresh=False),
+            # An empty, hidden graph makes the browser fetch and parse plotly.js while the
+            # first answer is being computed, instead of after it arrives.
+            html.Div(dcc.Graph(id=ids.PRELOAD_GRAPH, figure={"data": [], "layout": {}},
+                               config={"staticPlot": True}), hidden=True),
             dbc.Navbar(
                 dbc.Container(
                     [
