@@ -179,6 +179,21 @@ def _check(reply: dict[str, Any]) -> str | None:
 ROLES = ("owner", "collaborator")
 
 
+def _log_in_as(dash_app, role: str) -> None:
+    """Answer as a session of ``role`` (the embedded default is the owner): a collaborator's
+    requests then take the collaborator's path, not the owner previewing that tier."""
+    from services.identity import Identity
+    from services.roles import Role
+
+    identity = Identity(f"bench-{role}", Role(role), True)
+
+    class _Session:
+        def current(self) -> Identity:
+            return identity
+
+    dash_app.server.extensions["cohort"].identity = _Session()
+
+
 def measure_views(
     csv: Path | None, config: BenchConfig, rounds: int, cached_repeats: int
 ) -> dict[tuple[str, str], dict[str, Any]]:
@@ -204,6 +219,7 @@ def measure_views(
                                  f"{ids.EX_DATASET}.value"))  # warm-up: loads the dataset
             per_view = view_values(controls, dataset)
             for role in ROLES:
+                _log_in_as(dash_app, role)
                 for view, values in per_view.items():
                     key = (role, view)
                     body = payload(dash_app, render_key, {**values, ids.EX_ROLE: role},

@@ -108,34 +108,31 @@ class ReleaseService:
         qkey = req.query_key(ds.schema)
         served_key = f"{qkey}|as={granted.value}"
         hit = self.ledger.cached(dataset_version=ds.version, query_key=served_key, tier=req.tier)
-        # The rows are read only when needed: a fresh answer, or the owner's realized noise.
-        inp = (st.inputs(req, ds.frame, ds.schema)
-               if hit is None or granted is Role.OWNER else None)
         if hit is not None:
-            ans = ViewAnswer.from_dict(hit.answer)
-            ans = replace(ans, cached=True, epsilon_charged=0.0)
+            ans = replace(ViewAnswer.from_dict(hit.answer), cached=True, epsilon_charged=0.0)
         else:
-            assert inp is not None
+            inp = st.inputs(req, ds.frame, ds.schema)
             ans = self._fresh(identity, req, ds, qkey, inp)
+            if granted is Role.OWNER and ans.mechanism == "sound":
+                # Owner-only, computed from the true values once; it is stored with the
+                # owner's served copy (key "as=owner"), which no other role is ever given.
+                dp = np.asarray([[np.nan if v is None else v for v in row]
+                                 for row in ans.values], dtype=float)
+                ans = replace(ans, realized_noise_percent=st.realized_noise_percent(
+                    req, inp, dp, st.true_values(req, inp), ans.n_estimate))
             rec = self.ledger.charge_and_record(
                 user=identity.user, role=granted, dataset_id=ds.id,
                 dataset_version=ds.version, query_key=served_key, tier=req.tier,
                 mechanism=ans.mechanism_label, epsilon=ans.epsilon, answer=ans.to_dict(),
                 dataset_loss=0.0,
             )
-            stored = ViewAnswer.from_dict(rec.answer)
-            ans = replace(stored, cached=rec.cached,
-                           epsilon_charged=0.0 if rec.cached else ans.epsilon)
+            ans = replace(ViewAnswer.from_dict(rec.answer), cached=rec.cached,
+                          epsilon_charged=0.0 if rec.cached else ans.epsilon)
         status = self.ledger.budget(role=granted, dataset_id=ds.id)
         ans = replace(ans, budget_limit=status.limit, budget_spent=status.spent,
-                       budget_remaining=status.remaining)
-        if granted is Role.OWNER and ans.mechanism == "sound" and inp is not None:
-            dp = np.asarray([[np.nan if v is None else v for v in row] for row in ans.values],
-                            dtype=float)
-            ans = replace(ans, realized_noise_percent=st.realized_noise_percent(
-                req, inp, dp, st.true_values(req, inp), ans.n_estimate))
-        elif granted is not Role.OWNER:
-            ans = replace(ans, realized_noise_percent=None)
+                      budget_remaining=status.remaining)
+        if granted is not Role.OWNER:
+            ans = replace(ans, realized_noise_percent=None)   # defence in depth
         return ans
 
     def dp_count(self, ds) -> int:
