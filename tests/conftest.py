@@ -9,6 +9,13 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Under CI the property tests are derandomized (the same examples every run), so a red CI
+# always means a change broke something, never that a new random example was drawn today.
+settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
+settings.register_profile("dev", deadline=None, print_blob=True)
+settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
