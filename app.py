@@ -15,7 +15,10 @@ import flask
 from dash import Dash
 from werkzeug.exceptions import HTTPException
 
+from callbacks import anonymize as anonymize_callbacks
+from callbacks import data as data_callbacks
 from callbacks import explore as explore_callbacks
+from callbacks import ledger as ledger_callbacks
 from callbacks import shell as shell_callbacks
 from layouts import shell
 from services.config import AppConfig
@@ -49,14 +52,9 @@ def create_app(config: AppConfig | Mapping[str, Any] | None = None, *,
 
 def register_callbacks(app: Dash, services: Services) -> None:
     """Every page's callbacks, bound to this app only."""
-    shell_callbacks.register_callbacks(app, services)
-    explore_callbacks.register_callbacks(app, services)
-    for name in ("data", "ledger", "anonymize"):
-        try:
-            module = __import__(f"callbacks.{name}", fromlist=["register_callbacks"])
-        except ModuleNotFoundError:
-            continue
-        module.register_callbacks(app, services)
+    for page in (shell_callbacks, explore_callbacks, data_callbacks, ledger_callbacks,
+                 anonymize_callbacks):
+        page.register_callbacks(app, services)
 
 
 def install_error_handlers(server: flask.Flask) -> None:

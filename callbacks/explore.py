@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 import dash_bootstrap_components as dbc
 from dash import Input, Output, dcc, no_update
@@ -43,14 +44,13 @@ def render(services, dataset, role, view, x, group, mechanism, compare):
                 "This dataset's public schema has not been confirmed by the data owner yet, "
                 "so it cannot be queried."), ROW
         req = parse_request(raw, granted, ds.schema)
-        if compare is True and granted is Role.OWNER and req.mechanism in ("sound", "paper"):
-            reqs = [req.__class__(req.dataset_id, req.view, req.x, req.group, req.mechanism, r)
-                    for r in (Role.OWNER, Role.COLLABORATOR, Role.THIRD_PARTY)]
-            answers = [services.releases.answer(identity, r) for r in reqs]
+        if compare is True and granted is Role.OWNER:
+            answers = [services.releases.answer(identity, replace(req, role=r), dataset=ds)
+                       for r in (Role.OWNER, Role.COLLABORATOR, Role.THIRD_PARTY)]
             graphs = dbc.Row([dbc.Col(_graph(build(a, compact=True), a.tier), lg=4, md=12)
                               for a in answers], className="g-2")
             return graphs, panels.compare_panel(answers, granted), None, ROW + " compare"
-        ans = services.releases.answer(identity, req)
+        ans = services.releases.answer(identity, req, dataset=ds)
         return _graph(build(ans), "main"), panels.panel(ans, granted), None, ROW
     except DPError as exc:
         return no_update, no_update, _alert(str(exc)), no_update

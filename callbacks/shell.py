@@ -6,28 +6,24 @@ import logging
 
 from dash import Input, Output
 
-from layouts import explore, ids, shell
+from layouts import anonymize, data, explore, ids, ledger, shell
 from services.identity import EMBEDDED_USER
 from services.roles import Role
 
 log = logging.getLogger(__name__)
 
 
-def page_for(services, pathname: str | None):
-    identity = services.identity.current()
+def page_for(services, identity, path: str):
+    """The page at ``path`` for ``identity``, or a refusal below the page's lowest role."""
     role: Role = identity.role
-    path = pathname if isinstance(pathname, str) else "/"
     label, lowest = shell.PAGES.get(path, shell.PAGES["/"])
     if role.rank < lowest.rank:
         return shell.forbidden(label)
     if path == "/data":
-        from layouts import data
         return data.layout(services.registry, identity)
     if path == "/ledger":
-        from layouts import ledger
         return ledger.layout(services, identity)
     if path == "/anonymize":
-        from layouts import anonymize
         return anonymize.layout(services.registry, identity)
     datasets = [d for d in services.registry.list()
                 if role is Role.OWNER or d.schema.confirmed]
@@ -43,6 +39,6 @@ def register_callbacks(app, services) -> None:
     def _route(pathname):
         identity = services.identity.current()
         path = pathname if isinstance(pathname, str) else "/"
-        return (page_for(services, path), shell.nav_links(identity.role, path),
+        return (page_for(services, identity, path), shell.nav_links(identity.role, path),
                 shell.session_badge(identity.user, identity.role,
                                     identity.authenticated and identity.user != EMBEDDED_USER))

@@ -126,7 +126,6 @@ def layout(datasets: list, identity) -> html.Div:
                                 html.Div(id=ids.EX_GRAPHS, className="graphs"),
                                 id=ids.EX_LOADING, type="default", delay_show=300,
                             ),
-                            html.Div(id=ids.EX_NOTE, className="small text-muted mt-2"),
                         ],
                         lg=6, md=12, className="mb-3 graphs-col",
                     ),

@@ -23,7 +23,8 @@ FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, s
 GRID = "#e5e9f0"
 
 
-def _num(v: float | None, digits: int = 3) -> str:
+def fmt(v: float | None, digits: int = 3) -> str:
+    """A number for people: 3 significant digits, thousands separated, "–" when missing."""
     if v is None or not math.isfinite(v):
         return "–"
     return f"{v:.{digits}g}" if abs(v) < 1e4 else f"{v:,.0f}"
@@ -32,10 +33,10 @@ def _num(v: float | None, digits: int = 3) -> str:
 def subtitle(ans: ViewAnswer, compact: bool = False) -> str:
     tier = NOISE_LABELS[ans.tier]
     if compact:
-        return f"ε = {_num(ans.epsilon)} · {tier} noise"
+        return f"ε = {fmt(ans.epsilon)} · {tier} noise"
     if ans.mechanism == "paper":
-        return f"PyDPLib paper mode · labelled ε = {_num(ans.epsilon)} · {tier} noise"
-    return f"{ans.mechanism_label} · ε = {_num(ans.epsilon)} · {tier} noise"
+        return f"PyDPLib paper mode · labelled ε = {fmt(ans.epsilon)} · {tier} noise"
+    return f"{ans.mechanism_label} · ε = {fmt(ans.epsilon)} · {tier} noise"
 
 
 def _axis(title: str, **extra: Any) -> dict[str, Any]:
@@ -82,7 +83,7 @@ def histogram(ans: ViewAnswer, compact: bool = False) -> Figure:
             "x": ans.cells,
             "y": [v if v is not None else 0 for v in ans.values[g]],
             "name": name,
-            "customdata": [[_num(lo), _num(hi)]
+            "customdata": [[fmt(lo), fmt(hi)]
                            for lo, hi in zip(ans.ci_low[g], ans.ci_high[g], strict=True)],
             "hovertemplate": f"{ans.x_label}: %{{x}}<br>{name}: %{{y}} patients"
                              f"{_interval(ans)}<extra></extra>",
@@ -104,7 +105,7 @@ def _per_group_bars(ans: ViewAnswer, statistic: str, compact: bool) -> Figure:
     unit = f" {ans.unit}" if ans.unit else ""
     trace: dict[str, Any] = {
         "type": "bar", "orientation": "h", "y": ans.groups, "x": vals,
-        "customdata": [[_num(a), _num(b)] for a, b in zip(lo, hi, strict=True)],
+        "customdata": [[fmt(a), fmt(b)] for a, b in zip(lo, hi, strict=True)],
         "marker": {"color": [PALETTE[i % len(PALETTE)] for i in range(len(vals))]},
         "hovertemplate": f"{ans.group_label or 'Group'}: %{{y}}<br>{statistic}: "
                          f"%{{x:.3g}}{unit}{_interval(ans, unit)}<extra></extra>",
@@ -145,8 +146,8 @@ def box(ans: ViewAnswer, compact: bool = False) -> Figure:
             "showlegend": False,
             "marker": {"color": colour, "size": 9, "symbol": "diamond",
                        "line": {"color": "#222", "width": 1}},
-            "customdata": [[_num(q[0]), _num(q[1]), _num(q[3]), _num(q[4]), _num(lo),
-                            _num(hi)]],
+            "customdata": [[fmt(q[0]), fmt(q[1]), fmt(q[3]), fmt(q[4]), fmt(lo),
+                            fmt(hi)]],
             "hovertemplate": f"{name}<br>median %{{y:.3g}} {ans.unit}{median_ci}"
                              "<br>q1 %{customdata[1]} · q3 %{customdata[2]}"
                              "<br>5th–95th percentile %{customdata[0]} – %{customdata[3]}"

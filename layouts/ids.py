@@ -7,7 +7,6 @@ URL = "url"
 NAV = "nav"
 PAGE = "page-content"
 SESSION_BADGE = "session-badge"
-TOAST = "toast"
 PRELOAD_GRAPH = "preload-graph"
 
 # --- Explore page ---
@@ -25,7 +24,6 @@ EX_PANEL = "explore-panel"
 EX_MESSAGE = "explore-message"
 EX_LOADING = "explore-loading"
 EX_BUDGET = "explore-budget"
-EX_NOTE = "explore-note"
 EX_ROW = "explore-row"
 # side-panel values (read by the end-to-end tests)
 PANEL_ROLE = "panel-role"

@@ -9,7 +9,7 @@ from dash import html
 
 from dp_engine.bands import NOISE_LABELS
 from layouts import ids
-from layouts.figures import _num
+from layouts.figures import fmt
 from services.releases import ViewAnswer
 from services.roles import Role
 
@@ -24,7 +24,7 @@ def _row(term: str, value, value_id: str | None = None, hint: str = "") -> list:
 def odds_sentence(epsilon: float) -> str:
     factor = math.exp(epsilon) if epsilon < 700 else math.inf
     return ("Whatever is shown, the odds of any guess about one patient change by at most a "
-            f"factor e^ε = {_num(factor)}.")
+            f"factor e^ε = {fmt(factor)}.")
 
 
 def budget_meter(ans: ViewAnswer) -> html.Div:
@@ -39,8 +39,8 @@ def budget_meter(ans: ViewAnswer) -> html.Div:
             html.Div("Privacy budget on this dataset", className="small text-muted"),
             dbc.Progress(value=min(used, 100), color=colour, className="my-1",
                          label=f"{used:.0f} %", style={"height": "1.1rem"}),
-            html.Div(f"spent ε {_num(ans.budget_spent)} of {_num(ans.budget_limit)} · "
-                     f"{_num(ans.budget_remaining)} left", className="small"),
+            html.Div(f"spent ε {fmt(ans.budget_spent)} of {fmt(ans.budget_limit)} · "
+                     f"{fmt(ans.budget_remaining)} left", className="small"),
         ],
         id=ids.EX_BUDGET,
     )
@@ -57,11 +57,11 @@ def panel(ans: ViewAnswer, granted: Role) -> dbc.Card:
     rows += _row("Noise factor and band",
                  f"{ans.tier} ({NOISE_LABELS[ans.tier]}) · {lo:g}–{hi:g} %", ids.PANEL_BAND)
     rows += _row("Mechanism", ans.mechanism_label, ids.PANEL_MECHANISM)
-    rows += _row("ε of this view", _num(ans.epsilon), ids.PANEL_EPSILON,
+    rows += _row("ε of this view", fmt(ans.epsilon), ids.PANEL_EPSILON,
                  "The privacy-loss parameter the mechanism was run with.")
     rows += _row("Sensitivity S_f", ans.sensitivity, ids.PANEL_SENSITIVITY)
     spent = ("0 — same request as before, stored answer shown (nothing charged)"
-             if ans.cached else _num(ans.epsilon_charged))
+             if ans.cached else fmt(ans.epsilon_charged))
     rows += _row("ε spent by this view", spent, ids.PANEL_SPENT)
     if granted is Role.OWNER and ans.realized_noise_percent is not None:
         rows += _row("Realized noise (owner only)", f"{ans.realized_noise_percent:.2f} %",
@@ -69,7 +69,7 @@ def panel(ans: ViewAnswer, granted: Role) -> dbc.Card:
                      "other roles.")
     if ans.mechanism != "paper":
         rows += _row(
-            "Expected error", f"± {_num(ans.expected_error)} "
+            "Expected error", f"± {fmt(ans.expected_error)} "
             f"{'patients' if ans.view == 'histogram' else ans.unit} per value "
             f"(≈ {ans.expected_relative_error:.1f} % relative); hover a value for its "
             "95 % interval", ids.PANEL_ERROR,
@@ -83,7 +83,7 @@ def panel(ans: ViewAnswer, granted: Role) -> dbc.Card:
         body.append(dbc.Alert(
             [html.Strong("Not differentially private as labelled. "),
              f"Each record is noised separately and the ε was searched on the data, so the "
-             f"released statistic's privacy loss is at least ε = {_num(ans.effective_epsilon)} "
+             f"released statistic's privacy loss is at least ε = {fmt(ans.effective_epsilon)} "
              "(effective ε), not the labelled one. Use sound mode to share."],
             color="danger", id=ids.PANEL_EFFECTIVE, className="small"))
     for flag in ans.flags:
@@ -98,7 +98,7 @@ def compare_panel(answers: list[ViewAnswer], granted: Role) -> dbc.Card:
     rows = []
     for a in answers:
         rows.append(html.Tr([html.Td(f"{a.tier} ({NOISE_LABELS[a.tier]})"),
-                             html.Td(_num(a.epsilon)),
+                             html.Td(fmt(a.epsilon)),
                              html.Td("–" if a.realized_noise_percent is None
                                      else f"{a.realized_noise_percent:.2f} %")]))
     table = dbc.Table([html.Thead(html.Tr([html.Th("Noise factor"), html.Th("ε"),

@@ -110,9 +110,10 @@ class DatasetRegistry:
             self._sync()
             entry = self._entries.get(str(dataset_id))
             if entry is None:
-                known = ", ".join(self._entries) or "none"
+                # No list of the others: this message reaches every role, and an unconfirmed
+                # upload's id (a slug of its file name) is not theirs to see.
                 raise UnknownDatasetError(
-                    f"There is no dataset '{dataset_id}'. Available datasets: {known}."
+                    f"There is no dataset '{dataset_id}'; choose one from the dataset list."
                 )
             return entry.dataset
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from dp_engine import sound
 from dp_engine.bands import band
-from dp_engine.errors import BudgetExceededError, NotNestableError
+from dp_engine.errors import BudgetExceededError
 from dp_engine.rng import as_generator
 from services import statistics as st
 from services.queries import BOX_QS, CALIBRATION_STATISTIC, ViewRequest
@@ -86,6 +86,11 @@ class ViewAnswer:
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
 
 
+def _grid(rows: list[list[float | None]]) -> np.ndarray:
+    """JSON rows (None for a missing value) back to a float array (NaN)."""
+    return np.asarray([[np.nan if v is None else v for v in row] for row in rows], dtype=float)
+
+
 def _json_floats(arr: np.ndarray) -> list[list[float]]:
     return [[(float(v) if math.isfinite(float(v)) else None) for v in row]  # type: ignore[misc]
             for row in np.asarray(arr, dtype=float)]
@@ -101,9 +106,12 @@ class ReleaseService:
         self._rng = rng_factory
 
     # ---- public -------------------------------------------------------------------
-    def answer(self, identity, req: ViewRequest) -> ViewAnswer:
-        """The answer to ``req`` for ``identity`` (role already clamped into ``req``)."""
-        ds = self.registry.get(req.dataset_id)
+    def answer(self, identity, req: ViewRequest, *, dataset=None) -> ViewAnswer:
+        """The answer to ``req`` for ``identity`` (role already clamped into ``req``).
+
+        ``dataset``: the registry entry when the caller already holds it (saves a lookup).
+        """
+        ds = dataset if dataset is not None else self.registry.get(req.dataset_id)
         granted: Role = identity.role
         qkey = req.query_key(ds.schema)
         served_key = f"{qkey}|as={granted.value}"
@@ -116,18 +124,18 @@ class ReleaseService:
             if granted is Role.OWNER and ans.mechanism == "sound":
                 # Owner-only, computed from the true values once; it is stored with the
                 # owner's served copy (key "as=owner"), which no other role is ever given.
-                dp = np.asarray([[np.nan if v is None else v for v in row]
-                                 for row in ans.values], dtype=float)
                 ans = replace(ans, realized_noise_percent=st.realized_noise_percent(
-                    req, inp, dp, st.true_values(req, inp), ans.n_estimate))
+                    req, inp, _grid(ans.values), st.true_values(req, inp), ans.n_estimate))
+            # Paper mode is charged what it really costs (its effective ε), not its label.
+            cost = ans.effective_epsilon if ans.mechanism == "paper" else ans.epsilon
             rec = self.ledger.charge_and_record(
                 user=identity.user, role=granted, dataset_id=ds.id,
                 dataset_version=ds.version, query_key=served_key, tier=req.tier,
-                mechanism=ans.mechanism_label, epsilon=ans.epsilon, answer=ans.to_dict(),
+                mechanism=ans.mechanism_label, epsilon=cost, answer=ans.to_dict(),
                 dataset_loss=0.0,
             )
             ans = replace(ViewAnswer.from_dict(rec.answer), cached=rec.cached,
-                          epsilon_charged=0.0 if rec.cached else ans.epsilon)
+                          epsilon_charged=0.0 if rec.cached else cost)
         status = self.ledger.budget(role=granted, dataset_id=ds.id)
         ans = replace(ans, budget_limit=status.limit, budget_spent=status.spent,
                       budget_remaining=status.remaining)
@@ -146,6 +154,8 @@ class ReleaseService:
     # ---- internals ----------------------------------------------------------------
     def _fresh(self, identity, req: ViewRequest, ds, qkey: str, inp: st.Inputs) -> ViewAnswer:
         n_hat = self.dp_count(ds)
+        if req.mechanism == "paper":   # owner only; PyDPLib's own search picks its ε
+            return self._paper_answer(req, ds, qkey, inp, n_hat)
         eps_by_tier, calib = self._tier_epsilons(req, inp, n_hat)
         eps = eps_by_tier[req.tier]
         status = self.ledger.budget(role=identity.role, dataset_id=ds.id)
@@ -156,8 +166,6 @@ class ReleaseService:
                 f"{status.limit:.3g}). Nothing was charged; views you have already seen stay "
                 "available for free."
             )
-        if req.mechanism == "paper":
-            return self._paper_answer(req, ds, qkey, inp, n_hat)
         nestable = req.view != "median"
         rel = self._materialize(
             ds, qkey, req.tier, eps_by_tier, nestable=nestable,
@@ -190,16 +198,11 @@ class ReleaseService:
             return sound.Release.from_dict(hit.answer["release"])
         if tier == 0 or not nestable:
             rel, loss = compute(eps[tier]), eps[tier]
-        else:
+        else:   # post-processing of the tier above: adds nothing to the dataset's loss
             parent = self._materialize(ds, qkey, tier - 1, eps, nestable=True, compute=compute)
-            try:
-                rel = (parent if eps[tier] >= parent.epsilon
-                       else sound.refine(parent, eps[tier], rng=self._rng()))
-            except NotNestableError:
-                rel = compute(eps[tier])
-                loss = eps[tier]
-            else:
-                loss = 0.0
+            rel = (parent if eps[tier] >= parent.epsilon
+                   else sound.refine(parent, eps[tier], rng=self._rng()))
+            loss = 0.0
         rec = self.ledger.charge_and_record(
             user=SYSTEM_USER, role=Role.OWNER, dataset_id=ds.id, dataset_version=ds.version,
             query_key=key, tier=tier, mechanism=rel.mechanism, epsilon=float(rel.epsilon),
@@ -241,8 +244,7 @@ class ReleaseService:
                 answer=payload, dataset_loss=payload["effective_epsilon"],
             )
         p = hit.answer
-        values = np.asarray([[np.nan if v is None else v for v in row] for row in p["values"]],
-                            dtype=float)
+        values = _grid(p["values"])
         lo_b, hi_b = band(req.tier)
         note = ("ε chosen by PyDPLib's search on the data." if p["found"] else
                 "No ε in the grid met the band; the closest one is used.")

@@ -185,7 +185,7 @@ def paper_release(req: ViewRequest, inp: Inputs, noise_factor: int,
         grid = np.asarray(res.dp_data, dtype=float).reshape(truth.shape)
         return {"values": grid, "epsilon": res.epsilon, "sensitivity": res.sensitivity,
                 "noise_percent": res.noise_percent, "effective_epsilon": res.effective_epsilon,
-                "found": res.found, "data_range": True}
+                "found": res.found}
     res = paper.grouped_statistic(
         inp.values, groups, PAPER_QUERY[req.view], noise_factor, data_type=float,
         is_range=True, noise_groups=req.view == "median" and inp.groups is not None,
@@ -209,5 +209,4 @@ def _paper_grid(req: ViewRequest, inp: Inputs, res: paper.GroupedPaperResult) ->
             rows.append([float(res.values[i])])
     return {"values": np.asarray(rows, dtype=float), "epsilon": res.epsilon,
             "sensitivity": res.sensitivity, "noise_percent": res.noise_percent,
-            "effective_epsilon": res.effective_epsilon, "found": res.value_result.found,
-            "data_range": True}
+            "effective_epsilon": res.effective_epsilon, "found": res.value_result.found}

@@ -215,6 +215,26 @@ def _log_c(x: float, lower: float, upper: float, scale: float) -> float:
     return math.log1p(-0.5 * tails)
 
 
+def _smallest_scale(loss, start: float) -> float:
+    """The smallest b ≥ start with loss(b) ≤ 0, for a loss that falls as b grows.
+
+    Doubles from ``start`` (the unbounded Laplace scale, where the loss is still ≥ 0)
+    until the loss is met, then bisects to a relative 1e-13; returns the safe end.
+    """
+    lo, hi = start, 2.0 * start
+    while loss(hi) > 0:
+        hi *= 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if loss(mid) > 0:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-13 * hi:
+            break
+    return hi
+
+
 def bounded_laplace_scale(sensitivity: float, epsilon: float, lower: float, upper: float) -> float:
     """Smallest scale b with Δ/b + log ΔC(b) ≤ ε (Holohan et al. 2018, δ = 0).
 
@@ -228,19 +248,7 @@ def bounded_laplace_scale(sensitivity: float, epsilon: float, lower: float, uppe
         log_ratio = _log_c(lower + shift, lower, upper, b) - _log_c(lower, lower, upper, b)
         return min(sensitivity, width) / b + log_ratio - epsilon
 
-    lo = min(sensitivity, width) / epsilon
-    hi = 2.0 * lo
-    while loss(hi) > 0:
-        hi *= 2.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if loss(mid) > 0:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo <= 1e-13 * hi:
-            break
-    return hi
+    return _smallest_scale(loss, min(sensitivity, width) / epsilon)
 
 
 def _log_mass(c: np.ndarray | float, span: int, r: float):
@@ -274,19 +282,7 @@ def bounded_laplace_plan(
         gap = _log_mass(worst, span, r) - _log_mass(0, span, r)
         return m * r + float(gap) - epsilon
 
-    lo = m * step / epsilon
-    hi = 2.0 * lo
-    while loss(hi) > 0:
-        hi *= 2.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if loss(mid) > 0:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo <= 1e-13 * hi:
-            break
-    return step, hi, first, last
+    return step, _smallest_scale(loss, m * step / epsilon), first, last
 
 
 def bounded_laplace(

@@ -318,8 +318,11 @@ def test_update_schema_must_name_the_same_columns(registry):
 
 
 def test_unknown_dataset(registry):
-    with pytest.raises(UnknownDatasetError, match="pirads"):
+    # The message reaches every role: it names the request, never the other datasets
+    # (an unconfirmed upload's id is not a non-owner's to see).
+    with pytest.raises(UnknownDatasetError, match="no dataset 'nope'") as refused:
         registry.get("nope")
+    assert "pirads" not in str(refused.value)
     with pytest.raises(DPError):
         registry.confirm_schema("nope")
 
