@@ -23,7 +23,7 @@ from callbacks import shell as shell_callbacks
 from layouts import shell
 from services.config import AppConfig
 from services.container import Services, build_services
-from services.identity import assert_bind_allowed, init_auth
+from services.identity.session import assert_bind_allowed, init_auth
 
 ROOT = Path(__file__).resolve().parent
 log = logging.getLogger(__name__)

@@ -139,7 +139,7 @@ def explore_controls(dash_app, client) -> dict[str, dict[str, Any]]:
 def view_values(controls: dict[str, dict[str, Any]], dataset: str) -> dict[str, dict[str, Any]]:
     """Input values per view: the page defaults with the view, x and group of its preset."""
     ids = _ids()
-    presets = importlib.import_module("services.queries").PRESETS
+    presets = importlib.import_module("services.views.queries").PRESETS
     base = {name: props.get("value") for name, props in controls.items()}
     base[ids.EX_DATASET] = dataset
     base[ids.EX_COMPARE] = False
@@ -182,8 +182,8 @@ ROLES = ("owner", "collaborator")
 def _log_in_as(dash_app, role: str) -> None:
     """Answer as a session of ``role`` (the embedded default is the owner): a collaborator's
     requests then take the collaborator's path, not the owner previewing that tier."""
-    from services.identity import Identity
-    from services.roles import Role
+    from services.identity.roles import Role
+    from services.identity.session import Identity
 
     identity = Identity(f"bench-{role}", Role(role), True)
 

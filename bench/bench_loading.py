@@ -1,4 +1,4 @@
-"""Loading benchmark (issue 3): ``services.datasets.load_csv`` vs a bare ``pandas.read_csv``.
+"""Loading benchmark (issue 3): ``services.data.registry.load_csv`` vs a bare ``pandas.read_csv``.
 
 A large cohort CSV is generated into ``bench/data/`` (gitignored) by resampling the rows of the
 committed 920-row sample cohort with a fixed seed (with fresh sequential ``Anonym_ID`` values), so
@@ -59,14 +59,14 @@ def cohort_csv(rows: int, directory: Path) -> Path:
 
 def load_schema():
     """The sample cohort's schema (public metadata), read as the app reads it."""
-    from services.schema_files import read_schema_file
+    from services.data.schema_files import read_schema_file
 
     return read_schema_file(SAMPLE_SCHEMA)
 
 
 def _load_csv():
     try:
-        datasets = importlib.import_module("services.datasets")
+        datasets = importlib.import_module("services.data.registry")
     except ImportError:
         return None
     return getattr(datasets, "load_csv", None)
@@ -76,7 +76,7 @@ def run(config: BenchConfig) -> list[Table]:
     """Time ``load_csv`` (bytes read from disk included) against ``pandas.read_csv(path)``."""
     table = Table(
         "Loading a cohort CSV",
-        ["rows", "file size", "pandas.read_csv(path)", "services.datasets.load_csv",
+        ["rows", "file size", "pandas.read_csv(path)", "services.data.registry.load_csv",
          "load_csv / read_csv", f"target ≤ {LOAD_RATIO_MAX}× (large file)"],
     )
     table.notes.append(
@@ -105,7 +105,7 @@ def run(config: BenchConfig) -> list[Table]:
             fmt_n(rows) if rows else "920 (sample)",
             f"{size / 2**20:.1f} MiB",
             fmt_timing(timings["pandas"]),
-            fmt_timing(own) if own else "services.datasets.load_csv not in the tree yet",
+            fmt_timing(own) if own else "services.data.registry.load_csv not in the tree yet",
             fmt_ratios(own, timings["pandas"]),
             verdict(None if ratio is None or not is_target else ratio <= LOAD_RATIO_MAX),
         )

@@ -19,7 +19,7 @@ from dp_engine.errors import DPError, SchemaError
 from dp_engine.schema import ColumnKind, ColumnRole, ColumnSpec, Schema
 from layouts import data as page
 from layouts import ids
-from services.roles import Role
+from services.identity.roles import Role
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ from layouts import ids
 from layouts import panel as panels
 from layouts.explore import column_options, group_options
 from layouts.figures import build
-from services.queries import PRESETS, parse_request
-from services.roles import Role
+from services.identity.roles import Role
+from services.views.queries import PRESETS, parse_request
 
 log = logging.getLogger(__name__)
 ROW = "explore-row"

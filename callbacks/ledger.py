@@ -8,7 +8,7 @@ from dash import Input, Output, State, dcc, no_update
 
 from layouts import ids
 from layouts import ledger as page
-from services.roles import Role
+from services.identity.roles import Role
 
 
 def _is_owner(services) -> bool:

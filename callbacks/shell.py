@@ -7,8 +7,8 @@ import logging
 from dash import Input, Output
 
 from layouts import anonymize, data, explore, ids, ledger, shell
-from services.identity import EMBEDDED_USER
-from services.roles import Role
+from services.identity.roles import Role
+from services.identity.session import EMBEDDED_USER
 
 log = logging.getLogger(__name__)
 

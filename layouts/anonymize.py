@@ -15,7 +15,7 @@ from dp_engine.anonymize import LABEL, AnonymizationResult
 from dp_engine.schema import ColumnKind, ColumnRole, Schema
 from layouts import ids
 from layouts.anonymize_figures import empty_figure
-from services.roles import Role
+from services.identity.roles import Role
 
 ANONYMIZABLE_KINDS = frozenset(
     {

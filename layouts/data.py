@@ -7,7 +7,7 @@ from dash import dash_table, dcc, html
 
 from dp_engine.schema import ColumnKind, ColumnRole, Schema
 from layouts import ids
-from services.roles import Role
+from services.identity.roles import Role
 
 FLAG = "derived from the data — not private"
 HIDDEN = "never shown to non-owners"

@@ -8,8 +8,8 @@ from dash import dcc, html
 from dp_engine.bands import NOISE_BANDS, NOISE_LABELS
 from dp_engine.schema import NUMERIC_KINDS, Schema
 from layouts import ids
-from services.queries import GROUPABLE_KINDS, MECHANISMS, PRESETS, VIEWS
-from services.roles import Role
+from services.identity.roles import Role
+from services.views.queries import GROUPABLE_KINDS, MECHANISMS, PRESETS, VIEWS
 
 DEFAULT_PRESET = "fig2"
 

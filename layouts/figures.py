@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 from dp_engine.bands import NOISE_LABELS
-from services.releases import ViewAnswer
+from services.views.releases import ViewAnswer
 
 Figure = dict[str, Any]
 

@@ -10,7 +10,7 @@ import pandas as pd
 from dash import dcc, html
 
 from layouts import ids
-from services.roles import Role
+from services.identity.roles import Role
 
 MAX_ROWS = 500
 """Releases shown on the page (newest first); the CSV export has all of them."""

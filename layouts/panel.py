@@ -10,8 +10,8 @@ from dash import html
 from dp_engine.bands import NOISE_LABELS
 from layouts import ids
 from layouts.figures import fmt
-from services.releases import ViewAnswer
-from services.roles import Role
+from services.identity.roles import Role
+from services.views.releases import ViewAnswer
 
 
 def _row(term: str, value, value_id: str | None = None, hint: str = "") -> list:

@@ -6,7 +6,7 @@ import dash_bootstrap_components as dbc
 from dash import dcc, html
 
 from layouts import ids
-from services.roles import Role
+from services.identity.roles import Role
 
 PAGES: dict[str, tuple[str, Role]] = {
     "/": ("Explore", Role.THIRD_PARTY),

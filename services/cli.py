@@ -18,9 +18,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from services.config import AppConfig
-from services.identity import AuthConfigError, assert_bind_allowed
-from services.roles import Role
-from services.users import UsersFileError, add_user, remove_user
+from services.identity.roles import Role
+from services.identity.session import AuthConfigError, assert_bind_allowed
+from services.identity.users import UsersFileError, add_user, remove_user
 
 
 def _default_users_file() -> Path:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from services.config import AppConfig
-from services.datasets import DatasetRegistry
-from services.identity import Identity, current_identity
-from services.ledger import Ledger
-from services.policy import BudgetPolicy
-from services.releases import ReleaseService, new_rng_factory
+from services.data.registry import DatasetRegistry
+from services.identity.session import Identity, current_identity
+from services.ledger.policy import BudgetPolicy
+from services.ledger.store import Ledger
+from services.views.releases import ReleaseService, new_rng_factory
 
 
 class IdentityService:

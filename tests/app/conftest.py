@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.identity import Identity
-from services.roles import Role
+from services.identity.roles import Role
+from services.identity.session import Identity
 
 
 class SessionAs:

@@ -16,9 +16,9 @@ from callbacks import anonymize as cb
 from dp_engine.schema import ColumnKind, ColumnRole, ColumnSpec, Schema
 from layouts import anonymize as page
 from layouts import ids
-from services.datasets import DatasetRegistry
-from services.identity import Identity
-from services.roles import Role
+from services.data.registry import DatasetRegistry
+from services.identity.roles import Role
+from services.identity.session import Identity
 
 OWNER = Identity("olga", Role.OWNER, True)
 

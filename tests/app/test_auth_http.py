@@ -9,8 +9,8 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from dash import Dash, Input, Output, dcc, html
 
-from services.identity import current_identity, init_auth
-from services.users import add_user, remove_user
+from services.identity.session import current_identity, init_auth
+from services.identity.users import add_user, remove_user
 
 PASSWORD = "a long enough password"
 SECRET = "test-secret-" + "k" * 32
@@ -179,9 +179,10 @@ def test_removed_user_or_changed_password_ends_the_session(app, users_file):
 
 
 def test_repeated_failures_are_throttled(app, monkeypatch):
-    import services.identity
+    import services.identity.session
 
-    monkeypatch.setattr(services.identity, "_FAILURES_ALLOWED", 3)  # hashing is slow on purpose
+    # hashing is slow on purpose
+    monkeypatch.setattr(services.identity.session, "_FAILURES_ALLOWED", 3)
     client = app.server.test_client()
     codes = [_login(client, "tina", "wrong password!!").status_code for _ in range(4)]
     assert codes == [401, 401, 401, 429]

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from services.ledger import Ledger
+from services.ledger.store import Ledger
 from tests.app.test_concurrency_support import (
     CHARGES_THAT_FIT,
     DATASET,

@@ -23,7 +23,7 @@ from urllib.parse import quote
 
 import pytest
 
-from services.ledger import Ledger
+from services.ledger.store import Ledger
 from tests.app.test_concurrency import check_ledger_consistent, check_outcomes
 from tests.app.test_concurrency_support import DATASET, ROLE, policy, request_key
 from tests.app.test_ledger import BACKENDS, backend_for, pg_backend

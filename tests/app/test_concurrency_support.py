@@ -18,9 +18,9 @@ import os
 import sys
 
 from dp_engine.errors import BudgetExceededError
-from services.ledger import Ledger
-from services.policy import BudgetPolicy
-from services.roles import Role
+from services.identity.roles import Role
+from services.ledger.policy import BudgetPolicy
+from services.ledger.store import Ledger
 
 EPS = 1 / 128                # exact in binary, so sums of charges are exact
 CHARGES_THAT_FIT = 200

@@ -14,9 +14,9 @@ from plotly.utils import PlotlyJSONEncoder
 from callbacks import data as data_callbacks
 from layouts import data as data_page
 from layouts import ids
-from services.datasets import DatasetRegistry
-from services.identity import Identity
-from services.roles import Role
+from services.data.registry import DatasetRegistry
+from services.identity.roles import Role
+from services.identity.session import Identity
 from tests.app.conftest import SessionAs
 from tests.app.test_datasets_fuzz import messy_csv
 

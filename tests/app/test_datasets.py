@@ -10,7 +10,7 @@ import pytest
 
 from dp_engine.errors import DPError, SchemaError
 from dp_engine.schema import ColumnKind, ColumnSpec, Schema
-from services.datasets import (
+from services.data.registry import (
     SAMPLE_CSV,
     DatasetError,
     DatasetRegistry,

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from dp_engine.errors import DPError
 from dp_engine.schema import ColumnSpec, Schema
-from services.datasets import load_csv
+from services.data.registry import load_csv
 
 NAMES = ["Age", "BPH", "PIRADS score", "Prostatitis", "Seen", "ID", "", " ", "Age", "Näme",
          "a,b", 'q"uote', "Gleason score", "x"]

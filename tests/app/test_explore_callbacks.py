@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from services.roles import Role
+from services.identity.roles import Role
 from tests.app.explore_client import render
 
 

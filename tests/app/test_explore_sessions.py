@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from services.roles import Role
-from services.users import add_user
+from services.identity.roles import Role
+from services.identity.users import add_user
 from tests.app.explore_client import render
 
 PASSWORD = "correct horse battery staple"

@@ -10,7 +10,8 @@ import flask
 import pytest
 
 from services import cli
-from services.identity import (
+from services.identity.roles import Role
+from services.identity.session import (
     ANONYMOUS,
     LOCAL_OWNER,
     AuthConfigError,
@@ -20,8 +21,7 @@ from services.identity import (
     init_auth,
     is_loopback,
 )
-from services.roles import Role
-from services.users import UsersFileError, UserStore, add_user, load_users, remove_user
+from services.identity.users import UsersFileError, UserStore, add_user, load_users, remove_user
 
 PASSWORD = "correct horse battery"
 

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 import sqlalchemy as sa
 
-import services.ledger as ledger_mod
+import services.ledger.store as ledger_mod
 from dp_engine.errors import BudgetExceededError, InvalidEpsilonError
-from services.ledger import Ledger
-from services.policy import BudgetPolicy
-from services.roles import Role
+from services.identity.roles import Role
+from services.ledger.policy import BudgetPolicy
+from services.ledger.store import Ledger
 
 PG_URL = os.environ.get("TEST_DATABASE_URL")
 PG_SKIP = "TEST_DATABASE_URL is not set (e.g. postgresql+psycopg://postgres@127.0.0.1:5432/test)"

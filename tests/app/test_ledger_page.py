@@ -14,9 +14,9 @@ from plotly.utils import PlotlyJSONEncoder
 from callbacks import ledger as ledger_callbacks
 from layouts import ids
 from layouts import ledger as ledger_page
-from services.identity import Identity
-from services.ledger import Ledger
-from services.roles import Role
+from services.identity.roles import Role
+from services.identity.session import Identity
+from services.ledger.store import Ledger
 
 
 class Session:

@@ -21,11 +21,11 @@ import pytest
 from scipy import stats
 
 from dp_engine.schema import ColumnKind, ColumnSpec, Schema
-from services.identity import Identity
-from services.ledger import Ledger
-from services.queries import ViewRequest
-from services.releases import ReleaseService, new_rng_factory
-from services.roles import Role
+from services.identity.roles import Role
+from services.identity.session import Identity
+from services.ledger.store import Ledger
+from services.views.queries import ViewRequest
+from services.views.releases import ReleaseService, new_rng_factory
 
 RUNS = 250
 ALPHA = 1e-4

@@ -19,8 +19,8 @@ import numpy as np
 
 from dp_engine.audit import AuditResult, audit_scalar, looped
 from dp_engine.paper import dp_calculate, effective_epsilon
-from dp_engine.paper_fit import sensitivity_from
-from dp_engine.paper_search import NoiseProbe, unit_laplace
+from dp_engine.paper.fit import sensitivity_from
+from dp_engine.paper.search import NoiseProbe, unit_laplace
 
 ALPHA = 1e-5
 N = 20

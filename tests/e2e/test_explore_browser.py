@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from layouts import ids
-from services.roles import Role
+from services.identity.roles import Role
 
 pytestmark = pytest.mark.e2e
 DOCS = Path(__file__).resolve().parents[2] / "docs"

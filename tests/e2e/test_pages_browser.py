@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from layouts import ids
-from services.roles import Role
+from services.identity.roles import Role
 from tests.e2e.test_explore_browser import DOCS, _free_port, _severe
 
 pytestmark = pytest.mark.e2e

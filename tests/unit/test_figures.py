@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 import pytest
 
 from layouts.figures import build
-from services.releases import ViewAnswer
+from services.views.releases import ViewAnswer
 
 
 def _answer(view: str, groups: list[str], cells: list[str], mechanism: str = "sound",

@@ -27,7 +27,7 @@ from dp_engine.paper import (
     dp_calculate,
     noise_percent,
 )
-from dp_engine.paper_search import unit_laplace
+from dp_engine.paper.search import unit_laplace
 
 AGES = np.random.default_rng(20240501).normal(65.0, 8.0, 400).round(1)
 

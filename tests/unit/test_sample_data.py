@@ -12,8 +12,8 @@ import pytest
 from scipy import stats
 
 from dp_engine.schema import ColumnKind, ColumnRole
-from services.datasets import SAMPLE_CSV, SAMPLE_SCHEMA, DatasetRegistry
-from services.schema_files import read_schema_file
+from services.data.registry import SAMPLE_CSV, SAMPLE_SCHEMA, DatasetRegistry
+from services.data.schema_files import read_schema_file
 
 ROOT = Path(__file__).resolve().parents[2]
 

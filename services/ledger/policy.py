@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from types import MappingProxyType
 from typing import Any
 
-from services.roles import Role
+from services.identity.roles import Role
 
 DEFAULT_LIMITS: Mapping[Role, float | None] = MappingProxyType({
     Role.OWNER: None,

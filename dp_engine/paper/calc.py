@@ -8,10 +8,10 @@ import numpy as np
 
 from dp_engine.bands import band as noise_band
 from dp_engine.errors import DataTypeError
-from dp_engine.paper_data import Prepared, prepare, restore
-from dp_engine.paper_fit import check_bounds, effective_epsilon, sensitivity_from
-from dp_engine.paper_search import REPETITIONS, NoiseProbe, run_search, unit_laplace, validate_grid
-from dp_engine.paper_types import QUERY_TYPES, PaperResult, query_code
+from dp_engine.paper.data import Prepared, prepare, restore
+from dp_engine.paper.fit import check_bounds, effective_epsilon, sensitivity_from
+from dp_engine.paper.search import REPETITIONS, NoiseProbe, run_search, unit_laplace, validate_grid
+from dp_engine.paper.types import QUERY_TYPES, PaperResult, query_code
 from dp_engine.rng import as_generator
 
 

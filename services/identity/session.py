@@ -32,8 +32,8 @@ import flask
 import flask_login
 from flask import current_app, has_request_context, redirect, request, session
 
-from services.roles import Role
-from services.users import UserRecord, UsersFileError, UserStore
+from services.identity.roles import Role
+from services.identity.users import UserRecord, UsersFileError, UserStore
 
 EMBEDDED_USER = "local-owner"
 EXTENSION = "cohort_identity"

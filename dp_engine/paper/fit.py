@@ -16,8 +16,8 @@ import math
 import numpy as np
 
 from dp_engine.errors import DataTypeError, InvalidBoundsError, InvalidEpsilonError
-from dp_engine.paper_data import normalize_data_type, prepare
-from dp_engine.paper_types import query_code
+from dp_engine.paper.data import normalize_data_type, prepare
+from dp_engine.paper.types import query_code
 
 
 def data_range(data: object) -> np.ndarray:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from werkzeug.security import check_password_hash, generate_password_hash
 
-from services.roles import Role
+from services.identity.roles import Role
 
 FORMAT_VERSION = 1
 MIN_PASSWORD_LENGTH = 10

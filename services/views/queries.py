@@ -15,7 +15,7 @@ from typing import Any
 
 from dp_engine.errors import DPError, SchemaError, UnknownQueryError
 from dp_engine.schema import NUMERIC_KINDS, ColumnKind, ColumnSpec, Schema
-from services.roles import Role
+from services.identity.roles import Role
 
 VIEWS: dict[str, str] = {
     "histogram": "Histogram (counts)",

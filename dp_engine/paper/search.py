@@ -18,9 +18,9 @@ import numpy as np
 
 from dp_engine.bands import band as noise_band
 from dp_engine.errors import DataTypeError, EmptyDataError, InvalidEpsilonError
-from dp_engine.paper_data import normalize_data_type
-from dp_engine.paper_fit import fit_rows, inverse_denominators
-from dp_engine.paper_types import IN_BAND, TOO_LITTLE, TOO_MUCH, SearchStep
+from dp_engine.paper.data import normalize_data_type
+from dp_engine.paper.fit import fit_rows, inverse_denominators
+from dp_engine.paper.types import IN_BAND, TOO_LITTLE, TOO_MUCH, SearchStep
 from dp_engine.rng import as_generator
 
 REPETITIONS = 5

@@ -38,13 +38,13 @@ except ImportError:  # not on Windows: SQLite's own busy timeout still serialize
     fcntl = None  # type: ignore[assignment]
 
 from dp_engine.errors import BudgetExceededError, InvalidEpsilonError
-from services.ledger_models import SCHEMA_VERSION, metadata
-from services.ledger_models import budgets as _BUDGETS
-from services.ledger_models import deliveries as _DELIVERIES
-from services.ledger_models import meta as _META
-from services.ledger_models import releases as _RELEASES
-from services.policy import BudgetPolicy
-from services.roles import Role
+from services.identity.roles import Role
+from services.ledger.models import SCHEMA_VERSION, metadata
+from services.ledger.models import budgets as _BUDGETS
+from services.ledger.models import deliveries as _DELIVERIES
+from services.ledger.models import meta as _META
+from services.ledger.models import releases as _RELEASES
+from services.ledger.policy import BudgetPolicy
 
 if TYPE_CHECKING:
     import pandas as pd

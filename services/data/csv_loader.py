@@ -16,11 +16,11 @@ from dataclasses import dataclass
 import pandas as pd
 
 from dp_engine.schema import ColumnKind, Schema
-from services.dataset_errors import DatasetError
-from services.frame_normalization import apply_schema
-from services.load_report import LoadReport
-from services.schema_inference import propose_schema
-from services.value_parsing import EXTRA_NA
+from services.data.errors import DatasetError
+from services.data.load_report import LoadReport
+from services.data.normalization import apply_schema
+from services.data.schema_inference import propose_schema
+from services.data.value_parsing import EXTRA_NA
 
 DELIMITERS = (",", ";", "\t", "|")
 HEAD_BYTES = 64 * 1024

@@ -14,7 +14,7 @@ import pandas as pd
 
 from dp_engine import paper, sound
 from dp_engine.schema import NUMERIC_KINDS, ColumnKind, ColumnSpec, Schema
-from services.queries import BOX_QS, ViewRequest
+from services.views.queries import BOX_QS, ViewRequest
 
 ALL = "All patients"
 

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from dp_engine.schema import ColumnKind, ColumnRole, ColumnSpec, Schema
-from services.value_parsing import BOOL_TOKENS, Distinct, date_share, parse_numbers
+from services.data.value_parsing import BOOL_TOKENS, Distinct, date_share, parse_numbers
 
 K = ColumnKind
 R = ColumnRole

@@ -19,9 +19,9 @@ import numpy as np
 import pandas as pd
 
 from dp_engine.errors import DataTypeError, EmptyDataError
-from dp_engine.paper_calc import dp_calculate
-from dp_engine.paper_data import category_labels, encode, present, take
-from dp_engine.paper_types import GroupedPaperResult, PaperResult, query_code
+from dp_engine.paper.calc import dp_calculate
+from dp_engine.paper.data import category_labels, encode, present, take
+from dp_engine.paper.types import GroupedPaperResult, PaperResult, query_code
 from dp_engine.rng import as_generator
 
 _ALL = "all"

@@ -20,12 +20,12 @@ import pandas as pd
 
 from dp_engine.errors import DPError, SchemaError
 from dp_engine.schema import Schema
-from services.csv_loader import dataset_slug, load_csv
-from services.dataset_errors import DatasetError, UnknownDatasetError
-from services.frame_normalization import apply_schema
-from services.load_report import LoadReport
-from services.schema_files import read_schema_file, write_schema_file
-from services.schema_inference import PROPOSED_NOTE, propose_schema
+from services.data.csv_loader import dataset_slug, load_csv
+from services.data.errors import DatasetError, UnknownDatasetError
+from services.data.load_report import LoadReport
+from services.data.normalization import apply_schema
+from services.data.schema_files import read_schema_file, write_schema_file
+from services.data.schema_inference import PROPOSED_NOTE, propose_schema
 
 __all__ = [
     "SAMPLE_CSV", "SAMPLE_ID", "SAMPLE_SCHEMA", "Dataset", "DatasetError", "DatasetRegistry",
@@ -33,7 +33,7 @@ __all__ = [
     "write_schema_file",
 ]
 
-SAMPLE_DIR = Path(__file__).resolve().parent.parent / "sample_data"
+SAMPLE_DIR = Path(__file__).resolve().parents[2] / "sample_data"
 SAMPLE_CSV = SAMPLE_DIR / "pirads_cohort.csv"
 SAMPLE_SCHEMA = SAMPLE_DIR / "pirads_cohort.schema.json"
 SAMPLE_ID = "pirads"

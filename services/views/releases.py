@@ -27,9 +27,9 @@ from dp_engine import sound
 from dp_engine.bands import band
 from dp_engine.errors import BudgetExceededError
 from dp_engine.rng import as_generator
-from services import statistics as st
-from services.queries import BOX_QS, CALIBRATION_STATISTIC, ViewRequest
-from services.roles import Role
+from services.identity.roles import Role
+from services.views import statistics as st
+from services.views.queries import BOX_QS, CALIBRATION_STATISTIC, ViewRequest
 
 COUNT_EPSILON = 0.1
 """ε of the one DP count per dataset version that calibration uses as its public n."""

@@ -67,7 +67,7 @@ class PaperResult:
     ``noise_percent`` is computed against the true data, so it is owner-only information.
     ``found`` is False when no ε of the grid puts the noise in the band; ``epsilon`` is then
     the probed ε whose noise came closest to the band. ``effective_epsilon`` is the privacy
-    loss the released values really carry (see ``paper_fit.effective_epsilon``); it is itself
+    loss the released values really carry (see ``fit.effective_epsilon``); it is itself
     a lower bound because the search and the data-derived range look at the data.
     """
 

@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 
 from dp_engine.schema import ColumnKind, ColumnSpec, Schema
-from services.dataset_errors import DatasetError
-from services.load_report import LoadReport
-from services.value_parsing import (
+from services.data.errors import DatasetError
+from services.data.load_report import LoadReport
+from services.data.value_parsing import (
     Parsed,
     match_categories,
     parse_booleans,
