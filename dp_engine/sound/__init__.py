@@ -9,6 +9,8 @@ of records n is private. Bounds, categories and bins are public metadata
   public parameters, expected error and 95 % interval from public inputs only);
 * mechanisms (``mechanisms``): laplace / discrete_laplace (floating-point safe),
   gaussian, bounded_laplace, randomized_response, exponential;
+* aggregates (``aggregates``): the sufficient statistics a data source computes
+  (cell counts, exact lattice sums, quantile-candidate counts), defined bit for bit;
 * ``calibrate``: ε for a noise factor from the public accuracy map;
 * ``refine`` / ``refine_tier`` (``tiers``): nested, noisier tiers by post-processing.
 """

@@ -20,14 +20,12 @@ from "one patient matches", and n is private.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
-from dp_engine.errors import DataTypeError, InvalidBoundsError, UnknownQueryError
+from dp_engine.errors import DataTypeError, UnknownQueryError
 from dp_engine.rng import RngLike, as_generator
 from dp_engine.sound.accuracy import (
     dlap_abs_mean,
@@ -37,27 +35,23 @@ from dp_engine.sound.accuracy import (
     quantile_error,
     variance_error,
 )
-from dp_engine.sound.mechanisms import CHUNK, dlap_noise, gumbel_argmax
-from dp_engine.sound.release import Release
-from dp_engine.sound.validation import (
-    _numeric_array,
-    category_codes,
-    check_bounds,
-    check_epsilon,
-    check_qs,
-    check_same_length,
-    public_index,
+from dp_engine.sound.aggregates import (
+    _bins,
+    _cell_counts,
+    _group_codes,
+    _keys,
+    _numeric_with_groups,
+    _present_count,
+    _sums,
+    candidate_counts,
+    lattice_plan,
 )
+from dp_engine.sound.mechanisms import dlap_noise, gumbel_argmax
+from dp_engine.sound.release import Release
+from dp_engine.sound.validation import check_bounds, check_epsilon, check_qs
 
-SUM_BITS = 22  # fixed-point steps per half range; n·2^22 < 2^53 keeps sums exact
-MAX_RECORDS = 2**31
 DEFAULT_CANDIDATES = 1001
 DL = "discrete Laplace"
-
-
-def _fixed_grid(half_range: float) -> float:
-    """Power-of-two step with half_range/step ≤ 2^SUM_BITS."""
-    return 2.0 ** math.ceil(math.log2(half_range) - SUM_BITS)
 
 
 def _noise(true: np.ndarray, sens_units: float, eps: float, grid: float, rng) -> tuple:
@@ -67,139 +61,10 @@ def _noise(true: np.ndarray, sens_units: float, eps: float, grid: float, rng) ->
     return noisy * grid, t * grid
 
 
-# ---------------------------------------------------------------- inputs
-
-
-def _present_count(values: Any) -> int:
-    """Number of non-missing entries of any 1-D input."""
-    if isinstance(values, (pd.Series, pd.Index)):
-        return int(values.notna().sum())
-    arr = np.ravel(np.asarray(values))
-    if arr.dtype.kind in "biuUS":
-        return arr.size
-    if arr.dtype.kind in "fc":
-        if arr.size and not np.isnan(arr.min()):  # one reduction: nothing is missing
-            return arr.size
-        return int(arr.size - np.count_nonzero(np.isnan(arr)))
-    return int(pd.Series(arr).notna().sum())
-
-
-def _group_codes(values: Any, groups: Any, group_keys: Sequence[Any]) -> np.ndarray:
-    """Group code per record (−1 where the group is missing)."""
-    if np.ndim(values) != 1 or np.ndim(groups) != 1:
-        raise DataTypeError("Values and group labels must be one-dimensional columns.")
-    check_same_length(values, groups)
-    return category_codes(groups, group_keys, "The group labels")
-
-
-def _numeric_with_groups(values: Any, gcodes: np.ndarray | None) -> tuple:
-    """Non-missing float values and their group codes (None when ungrouped)."""
-    x = np.ravel(_numeric_array(values, "The values"))
-    if gcodes is None and x.size and not np.isnan(x.min()):
-        keep = None  # one reduction shows there is nothing to drop
-    else:
-        keep = ~np.isnan(x)
-        if gcodes is not None:
-            keep &= gcodes >= 0
-    if keep is not None and not keep.all():
-        x = x[keep]
-        gcodes = None if gcodes is None else gcodes[keep]
-    if x.size >= MAX_RECORDS:
-        raise DataTypeError("More than 2^31 records: split the data set to compute exact sums.")
-    return x, gcodes
-
-
-def _bins(bins: Any) -> tuple[str, Any, int]:
-    """('edges', edges array, n_bins) for a numeric ndarray, else ('categories', Index, k)."""
-    if isinstance(bins, np.ndarray) and bins.dtype.kind in "iuf":
-        edges = bins.astype(float)
-        if edges.ndim != 1 or edges.size < 2 or not np.isfinite(edges).all():
-            raise InvalidBoundsError("Histogram edges must be at least two finite numbers.")
-        if not (np.diff(edges) > 0).all():
-            raise InvalidBoundsError("Histogram edges must be strictly increasing.")
-        return "edges", edges, edges.size - 1
-    index = public_index(bins)
-    return "categories", index, len(index)
-
-
-def _chunked_bincount(x, gcodes, cells: int, n_groups: int, index) -> np.ndarray:
-    """Counts per (group, cell), where ``index`` maps a block of x to cell indices.
-
-    Works block by block (CHUNK records), so no n-sized temporary is created.
-    """
-    total = np.zeros(n_groups * cells, dtype=np.int64)
-    for start in range(0, len(x), CHUNK):
-        idx = index(x[start : start + CHUNK])
-        if gcodes is not None:
-            idx += gcodes[start : start + CHUNK] * cells
-        total += np.bincount(idx, minlength=n_groups * cells)
-    return total.reshape(n_groups, cells)
-
-
-def _edge_index(edges: np.ndarray):
-    """Map a block of values to bin indices (outer bins take values beyond the edges).
-
-    Equal-width edges use arithmetic plus an exact fix-up against the edges (as
-    numpy's histogram does), otherwise searchsorted; both put a value equal to an
-    inner edge in the bin to its right.
-    """
-    nb = edges.size - 1
-    first, last = float(edges[0]), float(edges[-1])
-    widths = np.diff(edges)
-    if not np.allclose(widths, widths[0], rtol=1e-9, atol=0):
-
-        def by_search(block: np.ndarray) -> np.ndarray:
-            idx = np.searchsorted(edges, block, side="right")
-            idx -= 1
-            np.clip(idx, 0, nb - 1, out=idx)
-            return idx
-
-        return by_search
-    factor = nb / (last - first)
-
-    def by_arithmetic(block: np.ndarray) -> np.ndarray:
-        inside = np.clip(block, first, last)
-        pos = inside - first
-        pos *= factor
-        idx = pos.astype(np.intp)
-        np.clip(idx, 0, nb - 1, out=idx)
-        idx -= inside < edges[idx]  # float error put it one bin too far right
-        idx += (inside >= edges[idx + 1]) & (idx < nb - 1)  # ... or one too far left
-        return idx
-
-    return by_arithmetic
-
-
-def _cell_counts(values: Any, kind: str, spec: Any, nb: int, gcodes, n_groups: int):
-    """Histogram counts, shape (groups, bins); values outside the edges go to the outer bins."""
-    if kind == "edges":
-        x, gcodes = _numeric_with_groups(values, gcodes)
-
-        index = _edge_index(spec)
-
-    else:
-        x = category_codes(values, spec)
-        keep = x >= 0
-        if gcodes is not None:
-            keep &= gcodes >= 0
-        if not keep.all():
-            x = x[keep]
-            gcodes = None if gcodes is None else gcodes[keep]
-
-        def index(block: np.ndarray) -> np.ndarray:
-            return block.copy()
-
-    return _chunked_bincount(x, gcodes, nb, n_groups, index)
-
-
 def _params_bins(kind: str, spec: Any) -> dict[str, Any]:
     if kind == "edges":
         return {"bin_kind": "edges", "bins": spec.tolist()}
     return {"bin_kind": "categories", "bins": list(spec)}
-
-
-def _keys(group_keys: Sequence[Any]) -> list[Any]:
-    return list(public_index(group_keys))
 
 
 # ---------------------------------------------------------------- count / histogram
@@ -281,80 +146,11 @@ def _finish_counts(statistic, noisy, scales, params, eps) -> Release:
 # ---------------------------------------------------------------- mean / variance
 
 
-def lattice_plan(lower: float, upper: float, squares: bool) -> tuple[dict, dict]:
-    """Lattice step and sensitivity (in lattice units) of each moment component.
-
-    Count: step 1, Δ 1. Centred sum: step 2^k with half/2^k ≤ 2^22, Δ = ⌈half/step⌉ + 1
-    (the +1 absorbs a last-bit overshoot of the clamped, centred value). The centred
-    squares (x − mid)² − h²/2 lie in ±h²/2 and get their own step the same way.
-    """
-    half = (upper - lower) / 2.0
-    grid = {"count": 1.0, "sum": _fixed_grid(half)}
-    sens = {"count": 1.0, "sum": math.ceil(half / grid["sum"]) + 1.0}
-    if squares:
-        grid["sumsq"] = _fixed_grid(half * half / 2.0)
-        sens["sumsq"] = math.ceil(half * half / 2.0 / grid["sumsq"]) + 1.0
-    return grid, sens
-
-
 def moment_scales(lower: float, upper: float, epsilon: float, squares: bool) -> tuple[dict, dict]:
     """(scale in value units, lattice step) per component for a mean (or variance) at ε."""
     grid, sens = lattice_plan(lower, upper, squares)
     share = epsilon / len(grid)
     return {k: sens[k] / share * grid[k] for k in grid}, grid
-
-
-def _sums(x, gcodes, n_groups, lower, upper, squares: bool) -> tuple[dict, dict, dict]:
-    """Exact lattice sums: count, Σ(x − mid), and optionally Σ((x − mid)² − h²/2).
-
-    Returns (totals in lattice units, lattice step per component, sensitivity in
-    lattice units per component). Works in blocks: no n-sized temporaries.
-    """
-    mid, half = (lower + upper) / 2.0, (upper - lower) / 2.0
-    grid, sens = lattice_plan(lower, upper, squares)
-
-    scale1 = 1.0 / grid["sum"]
-    scale2 = 1.0 / grid["sumsq"] if squares else 0.0
-    shift2 = half * half / 2.0
-    n_out = 1 if gcodes is None else n_groups
-    totals = {"sum": np.zeros(n_out), "sumsq": np.zeros(n_out)}
-    centred, work = np.empty(min(x.size, CHUNK)), np.empty(min(x.size, CHUNK))
-
-    def add(name: str, w: np.ndarray, start: int) -> None:
-        np.rint(w, out=w)  # the record's lattice value: |·| ≤ sensitivity in lattice units
-        if gcodes is None:
-            totals[name] += w.sum()  # integers below 2^53: exact in any order
-        else:
-            totals[name] += np.bincount(
-                gcodes[start : start + CHUNK], weights=w, minlength=n_groups
-            )
-
-    # Clamping is the identity when every value is inside the bounds, so skipping it
-    # then leaves each record's lattice value (a fixed function of that record) unchanged.
-    inside = x.size == 0 or (lower <= x.min() and x.max() <= upper)
-    offset1 = mid * scale1  # exact: scale1 is a power of two
-    for start in range(0, x.size, CHUNK):  # blocks: exact integer sums, cache-sized buffers
-        block = x[start : start + CHUNK]
-        c, w = centred[: block.size], work[: block.size]
-        src = block if inside else np.clip(block, lower, upper, out=c)
-        if not squares:  # mean: rint(clamp(x)·k − mid·k)
-            np.multiply(src, scale1, out=w)
-            w -= offset1
-            add("sum", w, start)
-            continue
-        np.subtract(src, mid, out=c)  # variance: c = clamp(x) − mid
-        np.multiply(c, scale1, out=w)
-        add("sum", w, start)
-        if squares:
-            np.multiply(c, c, out=w)
-            w -= shift2
-            w *= scale2
-            add("sumsq", w, start)
-    if not squares:
-        del totals["sumsq"]
-    counts = np.array([x.size]) if gcodes is None else np.bincount(gcodes, minlength=n_groups)
-    totals["count"] = counts.astype(float)
-    return totals, grid, sens
 
 
 def _moment_release(
@@ -541,22 +337,8 @@ def _quantile_release(
     if c < 2 or c != n_candidates and n_candidates is not None:
         raise UnknownQueryError("n_candidates must be a whole number of at least 2.")
     keys = None if group_keys is None else _keys(group_keys)
-    gcodes = None if keys is None else _group_codes(values, groups, keys)
-    x, gcodes = _numeric_with_groups(values, gcodes)
     n_groups = 1 if keys is None else len(keys)
-    scale = (c - 1) / (upper - lower)
-
-    def index(block: np.ndarray) -> np.ndarray:
-        """1 + number of candidates ≤ x (uniform grid: arithmetic, not searchsorted)."""
-        pos = np.clip(block, lower, upper)
-        pos -= lower
-        pos *= scale
-        idx = pos.astype(np.intp)  # truncation = floor, pos ≥ 0
-        np.clip(idx, 0, c - 1, out=idx)
-        idx += 1
-        return idx
-
-    hist = _chunked_bincount(x, gcodes, c + 1, n_groups, index)
+    hist = candidate_counts(values, lower, upper, c, groups=groups, group_keys=keys).counts
     below = np.cumsum(hist, axis=1)  # below[:, j] = #{x < candidate j}
     n = below[:, -1:].astype(float)
     below = below[:, :c].astype(float)

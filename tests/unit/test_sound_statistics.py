@@ -37,7 +37,7 @@ from dp_engine.sound import (
     variance,
 )
 from dp_engine.sound.accuracy import dlap_abs_mean
-from dp_engine.sound.statistics import _edge_index
+from dp_engine.sound.aggregates import _edge_index
 from tests.unit.test_sound_mechanisms import chi2_pvalue, dlap_pmf
 
 ALPHA = 1e-4
