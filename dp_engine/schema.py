@@ -55,6 +55,9 @@ class ColumnSpec:
     ordinal: ``categories`` in order (e.g. PI-RADS 1..5); ``lower``/``upper`` may
     also be set so the column can be averaged. categorical / boolean: ``categories``.
     ``derived_from_data`` flags any bound or category list proposed from the data.
+    ``missing_codes``: cell values that mean "missing" in this column (``999``, a code ``2``).
+    ``other_level``: the category every value outside ``categories`` is read as (rare levels
+    merged into "other"); without it such values are read as missing.
     """
 
     name: str
@@ -68,6 +71,8 @@ class ColumnSpec:
     categories: tuple[Category, ...] | None = None
     derived_from_data: bool = False
     description: str = ""
+    missing_codes: tuple[str, ...] = ()
+    other_level: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", ColumnKind(self.kind))
@@ -76,6 +81,19 @@ class ColumnSpec:
             object.__setattr__(self, "categories", tuple(self.categories))
         if not self.label:
             object.__setattr__(self, "label", self.name)
+        codes = () if self.missing_codes is None else self.missing_codes
+        if isinstance(codes, str):
+            codes = (codes,)
+        object.__setattr__(self, "missing_codes",
+                           tuple(dict.fromkeys(str(c).strip() for c in codes if str(c).strip())))
+        if self.other_level is not None:
+            other = str(self.other_level).strip()
+            if not self.categories or other not in {str(c) for c in self.categories}:
+                raise SchemaError(
+                    f"Column '{self.label}': the catch-all level '{other}' must be one of its "
+                    "categories."
+                )
+            object.__setattr__(self, "other_level", other)
 
     @property
     def display(self) -> str:
@@ -129,6 +147,7 @@ class ColumnSpec:
         d["kind"] = self.kind.value
         d["role"] = self.role.value
         d["categories"] = list(self.categories) if self.categories is not None else None
+        d["missing_codes"] = list(self.missing_codes)
         return d
 
     @classmethod
@@ -142,19 +161,63 @@ class ColumnSpec:
 
 @dataclass(frozen=True)
 class Schema:
-    """All public metadata of one dataset; ``confirmed`` once the owner approved it."""
+    """All public metadata of one dataset; ``confirmed`` once the owner approved it.
+
+    The unit of privacy: ``patient_column`` names the column that identifies a patient and
+    ``max_rows_per_patient`` (k) bounds how many rows of one patient any statistic may use, so
+    a guarantee is per patient. Without a patient column each row is one patient (k = 1).
+    ``patient_bound_derived`` flags a k proposed from the data (like ``derived_from_data``).
+    """
 
     dataset: str
     columns: tuple[ColumnSpec, ...]
     confirmed: bool = False
     title: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    patient_column: str | None = None
+    max_rows_per_patient: int = 1
+    patient_bound_derived: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "columns", tuple(self.columns))
         names = [c.name for c in self.columns]
         if len(set(names)) != len(names):
             raise SchemaError("The schema names a column twice; column names must be unique.")
+        self._check_patient_unit()
+
+    def _check_patient_unit(self) -> None:
+        k = self.max_rows_per_patient
+        if isinstance(k, bool) or not isinstance(k, int | float) or not float(k).is_integer() \
+                or k < 1:
+            raise SchemaError(
+                f"The number of rows per patient must be a whole number of at least 1, not {k!r}."
+            )
+        object.__setattr__(self, "max_rows_per_patient", int(k))
+        if self.patient_column is None:
+            if k != 1:
+                raise SchemaError(
+                    "A bound on rows per patient needs the column that identifies a patient."
+                )
+            object.__setattr__(self, "patient_bound_derived", False)
+            return
+        spec = next((c for c in self.columns if c.name == self.patient_column), None)
+        if spec is None:
+            raise SchemaError(f"The patient column '{self.patient_column}' is not in the dataset.")
+        if spec.queryable:
+            raise SchemaError(
+                f"The patient column '{spec.name}' must be an identifier that is never shown to "
+                "non-owners: set its kind to 'identifier' or its role to 'direct_identifier'."
+            )
+
+    @property
+    def privacy_unit(self) -> str:
+        """``"patient"`` when a patient column bounds each patient's rows, else ``"row"``."""
+        return "patient" if self.patient_column is not None else "row"
+
+    @property
+    def contribution_bound(self) -> int:
+        """k: the most rows of one patient a statistic may use (1 when a row is a patient)."""
+        return self.max_rows_per_patient if self.patient_column is not None else 1
 
     @property
     def names(self) -> list[str]:
@@ -181,10 +244,33 @@ class Schema:
         cols = tuple(spec if c.name == spec.name else c for c in self.columns)
         return replace(self, columns=cols)
 
+    def awaiting_confirmation(self) -> list[str]:
+        """What the owner has not confirmed yet: flagged column names, then "rows per patient"."""
+        waiting = [c.name for c in self.flagged_columns()]
+        return [*waiting, "rows per patient"] if self.patient_bound_derived else waiting
+
+    def confirm_columns(self, names: list[str] | tuple[str, ...] | set[str]) -> Schema:
+        """The owner's approval of the named columns' data-derived metadata, one by one."""
+        unknown = set(names) - set(self.names)
+        if unknown:
+            raise SchemaError(f"The dataset has no column named {', '.join(sorted(unknown))}.")
+        cols = tuple(replace(c, derived_from_data=False) if c.name in names else c
+                     for c in self.columns)
+        return replace(self, columns=cols)
+
     def confirm(self) -> Schema:
-        """The owner's approval: every column's metadata becomes public metadata."""
-        cols = tuple(replace(c, derived_from_data=False) for c in self.columns)
-        return replace(self, columns=cols, confirmed=True)
+        """The owner's approval of the whole schema: it becomes public metadata.
+
+        Refused while anything derived from the data is unconfirmed: those columns (and a
+        proposed rows-per-patient bound) are confirmed one by one first.
+        """
+        waiting = self.awaiting_confirmation()
+        if waiting:
+            raise SchemaError(
+                "Confirm or edit these one by one first; they were read off the data: "
+                f"{', '.join(waiting)}."
+            )
+        return replace(self, confirmed=True)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -192,6 +278,9 @@ class Schema:
             "title": self.title,
             "confirmed": self.confirmed,
             "notes": list(self.notes),
+            "patient_column": self.patient_column,
+            "max_rows_per_patient": self.max_rows_per_patient,
+            "patient_bound_derived": self.patient_bound_derived,
             "columns": [c.to_dict() for c in self.columns],
         }
 
@@ -205,4 +294,7 @@ class Schema:
             confirmed=bool(d.get("confirmed", False)),
             title=str(d.get("title", "")),
             notes=tuple(d.get("notes", ())),
+            patient_column=str(d["patient_column"]) if d.get("patient_column") else None,
+            max_rows_per_patient=d.get("max_rows_per_patient", 1),
+            patient_bound_derived=bool(d.get("patient_bound_derived", False)),
         )

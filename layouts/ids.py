@@ -46,6 +46,9 @@ DATA_LIST = "data-list"
 DATA_SAVE = "data-save"
 DATA_OVERVIEW = "data-overview"
 DATA_REPORT = "data-report"
+DATA_PATIENT = "data-patient-column"
+DATA_PATIENT_K = "data-patient-k"
+DATA_PATIENT_K_CONFIRM = "data-patient-k-confirm"
 
 # --- Ledger page ---
 LEDGER_TABLE = "ledger-table"

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import warnings
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
 from dp_engine.schema import ColumnKind, Schema
 from services.data.errors import DatasetError
+from services.data.limits import MAX_COLUMNS, MAX_HEADER_BYTES, RARE_LEVEL_MIN
 from services.data.load_report import LoadReport
 from services.data.normalization import apply_schema
 from services.data.schema_inference import propose_schema
@@ -24,6 +26,9 @@ from services.data.value_parsing import EXTRA_NA
 
 DELIMITERS = (",", ";", "\t", "|")
 HEAD_BYTES = 64 * 1024
+RAGGED_SHOWN = 10  # line numbers listed in a ragged-rows message
+_LINE_END = re.compile(rb"[\r\n]")
+_HEADER_MISMATCH = "does not match length of data"
 
 _MAGIC = (
     (b"PK\x03\x04", "an Excel workbook or a ZIP archive"),
@@ -101,6 +106,47 @@ def _encoding(content: bytes) -> tuple[str, tuple[str, ...]]:
     )
 
 
+def _kb(n: int) -> str:
+    return f"{n / 1024:,.0f} KB"
+
+
+def check_header_length(content: bytes, filename: str) -> None:
+    """Refuse a header row longer than MAX_HEADER_BYTES, on the raw bytes, before parsing.
+
+    Only the first line (the second after Excel's ``sep=`` hint) is looked at, and its
+    separators are counted for the message, so a million-column header costs one scan. A long
+    header is reported as too long, never cut and misread.
+    """
+    start = 0
+    end = _line_end(content, start)
+    if content[:4].lower() == b"sep=" and end - start <= 6:
+        start = end + (2 if content[end:end + 2] == b"\r\n" else 1)
+        end = _line_end(content, start)
+    size = end - start
+    if size > MAX_HEADER_BYTES:
+        header = content[start:end]
+        columns = max(header.count(d.encode()) for d in DELIMITERS) + 1
+        raise DatasetError(
+            f"The header row of '{filename}' is {_kb(size)} long (about {columns:,} columns); "
+            f"at most {_kb(MAX_HEADER_BYTES)} is accepted. Export only the columns you need, "
+            "with short column names."
+        )
+
+
+def check_column_count(names: list[str], filename: str, max_columns: int) -> None:
+    """Refuse more than ``max_columns`` columns (from the parsed header, before the table)."""
+    if len(names) > max_columns:
+        raise DatasetError(
+            f"'{filename}' has {len(names):,} columns; at most {max_columns:,} are accepted. "
+            "Export only the columns you need for this study."
+        )
+
+
+def _line_end(content: bytes, start: int) -> int:
+    match = _LINE_END.search(content, start)
+    return match.start() if match else len(content)
+
+
 def _head_lines(content: bytes, encoding: str) -> list[str]:
     head = content[:HEAD_BYTES].decode(encoding, errors="replace")
     lines = head.splitlines()
@@ -126,11 +172,12 @@ def sniff_delimiter(lines: list[str]) -> str:
     return best
 
 
-def _header(lines: list[str], delim: str, filename: str) -> list[str]:
+def _header(lines: list[str], delim: str, filename: str, max_columns: int) -> list[str]:
     try:
         names = next(csv.reader(lines[:1], delimiter=delim))
     except (csv.Error, StopIteration) as exc:
         raise DatasetError(f"The first line of '{filename}' is not a readable header.") from exc
+    check_column_count(names, filename, max_columns)
     names = [n.strip() for n in names]
     counts = Counter(n for n in names if n)
     dupes = sorted(n for n, c in counts.items() if c > 1)
@@ -146,9 +193,9 @@ def _parse(
     content: bytes, encoding: str, delim: str, filename: str, dtypes: dict[str, str], skip: int
 ) -> pd.DataFrame:
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return pd.read_csv(
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            frame = pd.read_csv(
                 io.BytesIO(content), sep=delim, encoding=encoding, na_values=EXTRA_NA,
                 encoding_errors="replace", dtype=dtypes or None, low_memory=False,
                 index_col=False, skiprows=skip,
@@ -157,12 +204,64 @@ def _parse(
         raise DatasetError(f"'{filename}' has no header row and no data.") from exc
     except pd.errors.ParserError as exc:
         detail = str(exc).split("Error tokenizing data. C error: ")[-1].strip()
+        if "Expected " in detail and " fields in line " in detail:
+            raise _ragged(content, encoding, delim, filename) from exc
         raise DatasetError(
             f"'{filename}' could not be read as a table: {detail}. "
             "Check that every row has as many values as the header and that quotes are closed."
         ) from exc
     except (ValueError, OverflowError, csv.Error) as exc:
         raise DatasetError(f"'{filename}' could not be read as a table ({exc}).") from exc
+    # pandas drops the extra fields of a long first row with only this warning
+    if any(_HEADER_MISMATCH in str(w.message) for w in caught):
+        raise _ragged(content, encoding, delim, filename)
+    return frame
+
+
+def ragged_lines(text: str, delim: str) -> tuple[int, list[int], list[int]]:
+    """The header's field count, and the line numbers (1-based) of rows with more fields:
+    those whose extra fields hold values, and those whose extras are only empty."""
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delim)
+    width, bad, empty, end = None, [], [], 0
+    try:
+        for row in reader:
+            start, end = end + 1, reader.line_num
+            if not row or (width is None and len(row) == 1 and row[0].lower().startswith("sep=")):
+                continue
+            if width is None:
+                width = len(row)
+            elif len(row) > width:
+                (bad if any(f.strip() for f in row[width:]) else empty).append(start)
+    except csv.Error:
+        pass  # a broken quote: report what was found before it
+    return width or 0, bad, empty
+
+
+def _line_list(lines: list[int]) -> str:
+    shown = ", ".join(str(n) for n in lines[:RAGGED_SHOWN])
+    more = f" and {len(lines) - RAGGED_SHOWN:,} more" if len(lines) > RAGGED_SHOWN else ""
+    return f"line {shown}" if len(lines) == 1 else f"lines {shown}{more}"
+
+
+def _ragged(content: bytes, encoding: str, delim: str, filename: str) -> DatasetError:
+    width, bad, empty = ragged_lines(content.decode(encoding, errors="replace"), delim)
+    if bad:
+        return DatasetError(
+            f"'{filename}' has rows with more values than its header ({width} columns): "
+            f"{_line_list(bad)}. Their extra values would be lost, so nothing was loaded. Remove "
+            "the extra values or add the missing column names, and put quotes around cells "
+            "that contain the separator."
+        )
+    if empty:
+        return DatasetError(
+            f"'{filename}' has rows ending with an extra separator ({width} columns in the "
+            f"header): {_line_list(empty)}. Remove the trailing separators, or end every row "
+            "with one."
+        )
+    return DatasetError(
+        f"'{filename}' could not be read as a table: some rows have more values than the "
+        "header. Check that quotes are closed."
+    )
 
 
 def _fix_columns(frame: pd.DataFrame, names: list[str], filename: str) -> tuple[pd.DataFrame, list]:
@@ -221,7 +320,8 @@ def _dtype_hints(schema: Schema | None, lines: list[str], delim: str) -> dict[st
 
 
 def read_table(
-    content: bytes, *, filename: str, max_bytes: int, schema: Schema | None = None
+    content: bytes, *, filename: str, max_bytes: int, schema: Schema | None = None,
+    max_columns: int = MAX_COLUMNS,
 ) -> RawTable:
     """Bytes -> a raw DataFrame, or a DatasetError saying what is wrong with the file.
 
@@ -229,6 +329,7 @@ def read_table(
     values, and reading them so is cheaper than a string column followed by a factorize.
     """
     content = _check_size_and_kind(content, filename, max_bytes)
+    check_header_length(content, filename)
     encoding, notes = _encoding(content)
     lines = _head_lines(content, encoding)
     if not lines:
@@ -241,7 +342,7 @@ def read_table(
             raise DatasetError(f"'{filename}' has no header row and no data.")
     else:
         delim = sniff_delimiter(lines)
-    names = _header(lines, delim, filename)
+    names = _header(lines, delim, filename, max_columns)
     hints = _dtype_hints(schema, lines, delim)
     frame = _parse(content, encoding, delim, filename, hints, skip)
     if frame.shape[0] == 0:
@@ -258,25 +359,24 @@ def read_table(
 
 
 def load_csv(
-    content: bytes, *, filename: str, schema: Schema | None, max_bytes: int
+    content: bytes, *, filename: str, schema: Schema | None, max_bytes: int,
+    max_columns: int = MAX_COLUMNS, rare_level_min: int = RARE_LEVEL_MIN,
 ) -> tuple[pd.DataFrame, Schema, LoadReport]:
     """Read, type and clean a CSV file.
 
     With ``schema`` the file must contain its columns (extra ones are dropped); without it a
     schema is proposed (unconfirmed, data-derived parts flagged). Returns the normalized frame,
-    the schema applied and an owner-only LoadReport. Raises DatasetError on bad input.
+    the schema applied and an owner-only LoadReport (with its review of the data). Raises
+    DatasetError on bad input.
     """
-    raw = read_table(content, filename=filename, max_bytes=max_bytes, schema=schema)
+    raw = read_table(content, filename=filename, max_bytes=max_bytes, schema=schema,
+                     max_columns=max_columns)
     if schema is None:
         schema = propose_schema(raw.frame, dataset_slug(filename))
-    frame, schema, report = apply_schema(raw.frame, schema, filename=filename)
-    report = LoadReport(
-        rows=report.rows, columns=report.columns, delimiter=raw.delimiter,
-        encoding=raw.encoding, missing=report.missing, dropped=report.dropped,
-        clamped=report.clamped, open_ended=report.open_ended,
-        warnings=raw.warnings + report.warnings,
-    )
-    return frame, schema, report
+    frame, schema, report = apply_schema(raw.frame, schema, filename=filename,
+                                         rare_level_min=rare_level_min)
+    return frame, schema, replace(report, delimiter=raw.delimiter, encoding=raw.encoding,
+                                  warnings=raw.warnings + report.warnings)
 
 
 def dataset_slug(filename: str) -> str:

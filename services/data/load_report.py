@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from services.data.review import DataReview
 
 
 @dataclass(frozen=True)
@@ -18,6 +22,9 @@ class LoadReport:
     clamped: dict[str, int] = field(default_factory=dict)   # values moved onto a bound
     open_ended: dict[str, int] = field(default_factory=dict)  # ">3" read at its limit
     warnings: tuple[str, ...] = ()
+    coded: dict[str, int] = field(default_factory=dict)     # missing-value codes read as missing
+    other: dict[str, int] = field(default_factory=dict)     # cells read as the catch-all level
+    review: DataReview | None = None  # per-column facts for the owner's confirmation
 
     def lines(self) -> list[str]:
         """Human-readable summary, one line per fact."""
@@ -31,5 +38,9 @@ class LoadReport:
             out.append(f"{col}: {n} value(s) outside the bounds moved onto the nearest bound.")
         for col, n in self.open_ended.items():
             out.append(f"{col}: {n} open-ended value(s) such as '>3' read at their limit.")
+        for col, n in self.coded.items():
+            out.append(f"{col}: {n} missing-value code(s) read as missing.")
+        for col, n in self.other.items():
+            out.append(f"{col}: {n} value(s) outside the category list read as the catch-all.")
         out.extend(self.warnings)
         return out

@@ -16,7 +16,11 @@ import pandas as pd
 
 from dp_engine.schema import ColumnKind, ColumnSpec, Schema
 from services.data.errors import DatasetError
+from services.data.limits import MAX_CATEGORIES, RARE_LEVEL_MIN
 from services.data.load_report import LoadReport
+from services.data.patients import candidates
+from services.data.review import ColumnReview, DataReview, DefaultCheck
+from services.data.schema_inference import clamp_counts, clinical_default, would_ask
 from services.data.value_parsing import (
     Parsed,
     match_categories,
@@ -87,28 +91,58 @@ def whole_numbers(values: np.ndarray) -> pd.arrays.IntegerArray:
 
 
 class _Tally:
-    """Per-column counts for the load report."""
+    """Per-column counts for the load report and the owner's review."""
 
-    def __init__(self) -> None:
+    def __init__(self, rare_level_min: int = RARE_LEVEL_MIN) -> None:
+        self.rare_level_min = rare_level_min
         self.dropped: dict[str, int] = {}
         self.clamped: dict[str, int] = {}
         self.open_ended: dict[str, int] = {}
         self.missing: dict[str, int] = {}
+        self.coded: dict[str, int] = {}
+        self.other: dict[str, int] = {}
+        self.review: dict[str, dict] = {}
 
     @staticmethod
     def add(d: dict[str, int], name: str, n: int) -> None:
         if n:
             d[name] = d.get(name, 0) + int(n)
 
+    def note(self, name: str, **facts) -> None:
+        self.review.setdefault(name, {}).update(facts)
+
     def record(self, name: str, parsed: Parsed) -> pd.Series:
         self.add(self.dropped, name, parsed.bad)
         self.add(self.missing, name, parsed.missing)
         self.add(self.open_ended, name, parsed.open_ended)
+        self.add(self.coded, name, parsed.coded)
+        self.add(self.other, name, parsed.other)
+        n = len(parsed.values)
+        self.note(name, present=n - parsed.missing, all_missing=n > 0 and parsed.missing == n,
+                  coded=parsed.coded, other=parsed.other)
         return parsed.values
+
+    def levels(self, spec: ColumnSpec, levels: dict[str, int] | None) -> None:
+        """Constant columns, and rare levels of a category list read off the data."""
+        if not levels:
+            return
+        seen = [lvl for lvl, n in levels.items() if n]
+        if len(seen) == 1:
+            self.note(spec.name, constant=seen[0])
+        if spec.derived_from_data:
+            rare = tuple((lvl, n) for lvl, n in levels.items()
+                         if 0 < n < self.rare_level_min and lvl != spec.other_level)
+            self.note(spec.name, rare_levels=rare)
+
+    def build(self, frame: pd.DataFrame, schema: Schema) -> DataReview:
+        cols = {name: ColumnReview(name, **facts) for name, facts in self.review.items()}
+        order = [n for n in candidates(schema) if n in frame.columns]
+        return DataReview(len(frame), cols, self.rare_level_min,
+                          {n: frame[n] for n in order}, tuple(order))
 
 
 def _numbers(col: pd.Series, spec: ColumnSpec, tally: _Tally, filename: str) -> np.ndarray:
-    parsed = parse_numbers(col)
+    parsed = parse_numbers(col, spec.missing_codes)
     present = len(col) - (parsed.missing - parsed.bad)
     if present and parsed.bad > MOSTLY_TEXT * present:
         raise DatasetError(
@@ -117,19 +151,37 @@ def _numbers(col: pd.Series, spec: ColumnSpec, tally: _Tally, filename: str) -> 
             "column's kind to categorical in the schema."
         )
     values = tally.record(spec.name, parsed).to_numpy(dtype="float64", na_value=np.nan)
+    _review_numbers(values, spec, tally)
     if spec.has_bounds:
         lo, hi = spec.bounds()
-        with np.errstate(invalid="ignore"):
-            outside = (values < lo) | (values > hi)
-        tally.add(tally.clamped, spec.name, int(outside.sum()))
+        below, above = clamp_counts(values, lo, hi)
+        tally.add(tally.clamped, spec.name, below + above)
+        tally.note(spec.name, clamped_below=below, clamped_above=above)
         values = np.clip(values, lo, hi)
     return values
+
+
+def _review_numbers(values: np.ndarray, spec: ColumnSpec, tally: _Tally) -> None:
+    """Constant values, and a recognised default the schema does not use that would clamp."""
+    if values.size and not np.isnan(values).all():
+        lo, hi = float(np.nanmin(values)), float(np.nanmax(values))
+        if lo == hi:
+            tally.note(spec.name, constant=f"{lo:g}")
+    base = clinical_default(spec.name)
+    if base is None or not base.has_bounds or (base.lower, base.upper) == (spec.lower,
+                                                                            spec.upper):
+        return
+    below, above = clamp_counts(values, *base.bounds())
+    present = int(np.count_nonzero(~np.isnan(values)))
+    if would_ask(below, above, present):
+        tally.note(spec.name, default=DefaultCheck(base.label, float(base.lower),
+                                                   float(base.upper), below, above, present))
 
 
 def _ordinal(col: pd.Series, spec: ColumnSpec, tally: _Tally, filename: str) -> pd.Series:
     cats = spec.categories
     if cats is not None and not all(_is_number(c) for c in cats):
-        return tally.record(spec.name, match_categories(col, cats))
+        return _categories(col, spec, tally)
     values = _numbers(col, spec, tally, filename)
     if cats is not None:
         allowed = np.asarray([float(c) for c in cats])
@@ -142,6 +194,20 @@ def _ordinal(col: pd.Series, spec: ColumnSpec, tally: _Tally, filename: str) -> 
     return pd.Series(values, index=col.index, dtype="float64")
 
 
+def _categories(col: pd.Series, spec: ColumnSpec, tally: _Tally) -> pd.Series:
+    parsed = match_categories(col, spec.categories or (), spec.missing_codes, spec.other_level)
+    tally.levels(spec, parsed.levels)
+    return tally.record(spec.name, parsed)
+
+
+def _booleans(col: pd.Series, spec: ColumnSpec, tally: _Tally) -> pd.Series:
+    values = tally.record(spec.name, parse_booleans(col, spec.missing_codes))
+    trues, present = int(values.sum()), int(values.notna().sum())
+    if present and trues in (0, present):
+        tally.note(spec.name, constant=str(bool(trues)))
+    return values
+
+
 def _column(col: pd.Series, spec: ColumnSpec, tally: _Tally, filename: str) -> pd.Series:
     kind = spec.kind
     if kind is ColumnKind.NUMERIC:
@@ -149,18 +215,37 @@ def _column(col: pd.Series, spec: ColumnSpec, tally: _Tally, filename: str) -> p
     if kind is ColumnKind.ORDINAL:
         return _ordinal(col, spec, tally, filename)
     if kind is ColumnKind.BOOLEAN:
-        return tally.record(spec.name, parse_booleans(col))
+        return _booleans(col, spec, tally)
     if kind is ColumnKind.DATE:
-        return tally.record(spec.name, parse_dates(col))
+        return tally.record(spec.name, parse_dates(col, spec.missing_codes))
     if kind is ColumnKind.CATEGORICAL and spec.categories is not None:
-        return tally.record(spec.name, match_categories(col, spec.categories))
+        return _categories(col, spec, tally)
+    tally.note(spec.name, all_missing=bool(len(col)) and bool(col.isna().all()))
     return as_text(col, keep_numbers=kind in (ColumnKind.IDENTIFIER, ColumnKind.FREE_TEXT))
 
 
+def check_category_caps(schema: Schema, max_categories: int = MAX_CATEGORIES) -> None:
+    """Refuse a category list longer than ``max_categories`` before any column is read."""
+    for spec in schema.columns:
+        if spec.categories is not None and len(spec.categories) > max_categories:
+            raise DatasetError(
+                f"Column '{spec.name}' lists {len(spec.categories):,} categories; at most "
+                f"{max_categories:,} are accepted. Merge rare levels into 'other', or make it "
+                "an identifier or free text."
+            )
+
+
+
+
 def apply_schema(
-    raw: pd.DataFrame, schema: Schema, *, filename: str
+    raw: pd.DataFrame, schema: Schema, *, filename: str, rare_level_min: int = RARE_LEVEL_MIN
 ) -> tuple[pd.DataFrame, Schema, LoadReport]:
-    """Typed, clamped frame in schema column order; DatasetError if the file lacks a column."""
+    """Typed, clamped frame in schema column order; DatasetError if the file lacks a column.
+
+    The report carries the owner's review (clamp counts per bound, constant and empty columns,
+    rare levels of data-derived lists, rows per patient).
+    """
+    check_category_caps(schema)
     absent = [name for name in schema.names if name not in raw.columns]
     if absent:
         raise DatasetError(
@@ -169,7 +254,7 @@ def apply_schema(
         )
     extra = [str(c) for c in raw.columns if c not in schema]
     schema = replace(schema, columns=tuple(canonical_spec(c) for c in schema.columns))
-    tally = _Tally()
+    tally = _Tally(rare_level_min)
     frame = pd.DataFrame(
         {spec.name: _column(raw[spec.name], spec, tally, filename) for spec in schema.columns},
         index=pd.RangeIndex(len(raw)), copy=False,
@@ -177,6 +262,7 @@ def apply_schema(
     notes = (f"Ignored column(s) not in the schema: {', '.join(extra)}.",) if extra else ()
     report = LoadReport(
         rows=len(frame), columns=frame.shape[1], missing=tally.missing, dropped=tally.dropped,
-        clamped=tally.clamped, open_ended=tally.open_ended, warnings=notes,
+        clamped=tally.clamped, open_ended=tally.open_ended, warnings=notes, coded=tally.coded,
+        other=tally.other, review=tally.build(frame, schema),
     )
     return frame, schema, report

@@ -22,6 +22,7 @@ from dp_engine.errors import DPError, SchemaError
 from dp_engine.schema import Schema
 from services.data.csv_loader import dataset_slug, load_csv
 from services.data.errors import DatasetError, UnknownDatasetError
+from services.data.limits import MAX_COLUMNS, RARE_LEVEL_MIN
 from services.data.load_report import LoadReport
 from services.data.normalization import apply_schema
 from services.data.schema_files import read_schema_file, write_schema_file
@@ -85,9 +86,13 @@ class DatasetRegistry:
         max_upload_bytes: int = 50_000_000,
         sample: bool = True,
         extra_paths: Sequence[Path] = (),
+        max_columns: int = MAX_COLUMNS,
+        rare_level_min: int = RARE_LEVEL_MIN,
     ) -> None:
         self.storage_dir = Path(storage_dir)
         self.max_upload_bytes = int(max_upload_bytes)
+        self.max_columns = int(max_columns)
+        self.rare_level_min = int(rare_level_min)  # see services.data.limits.RARE_LEVEL_MIN
         self.problems: list[str] = []  # configured files that could not be loaded (owner-only)
         self._uploads = self.storage_dir / "uploads"
         self._schemas = self.storage_dir / "schemas"
@@ -130,9 +135,7 @@ class DatasetRegistry:
             for entry in self._entries.values():
                 if entry.dataset.version == version:
                     return entry.dataset
-            frame, schema, report = load_csv(
-                content, filename=filename, schema=None, max_bytes=self.max_upload_bytes
-            )
+            frame, schema, report = self._load(content, filename, None, self.max_upload_bytes)
             dataset_id = self._free_id(dataset_slug(filename), version)
             schema = replace(schema, dataset=dataset_id, title=filename)
             raw_path = self._uploads / f"{version}.csv"
@@ -163,8 +166,22 @@ class DatasetRegistry:
             self._store_schema(entry, ds)
             return ds
 
+    def confirm_columns(self, dataset_id: str, names: Sequence[str]) -> Dataset:
+        """The owner's approval of named columns' data-derived metadata, one column at a time.
+
+        The schema stays unconfirmed (not public) until ``confirm_schema``.
+        """
+        with self._lock:
+            entry = self._entries.get(dataset_id) or self._missing(dataset_id)
+            schema = entry.dataset.schema.confirm_columns(list(names))
+            return self.update_schema(dataset_id, schema)
+
     def confirm_schema(self, dataset_id: str) -> Dataset:
-        """The owner's approval: flags cleared, non-owners may now query the dataset."""
+        """The owner's approval: non-owners may now query the dataset.
+
+        Refused (SchemaError) while a column or the rows-per-patient bound is still flagged as
+        read off the data: those are confirmed one by one first (``confirm_columns``).
+        """
         with self._lock:
             entry = self._entries.get(dataset_id) or self._missing(dataset_id)
             schema = entry.dataset.schema.confirm()
@@ -197,17 +214,21 @@ class DatasetRegistry:
             slug = f"{slug}-{version[:6]}"
         return slug
 
+    def _load(self, content: bytes, filename: str, schema: Schema | None, max_bytes: int):
+        return load_csv(content, filename=filename, schema=schema, max_bytes=max_bytes,
+                        max_columns=self.max_columns, rare_level_min=self.rare_level_min)
+
     def _reload(self, entry: _Entry, schema: Schema) -> Dataset:
         ds = entry.dataset
         if entry.raw_path.suffix.lower() == ".parquet":
             frame, schema, report = apply_schema(
-                _read_parquet(entry.raw_path), schema, filename=entry.raw_path.name
+                _read_parquet(entry.raw_path), schema, filename=entry.raw_path.name,
+                rare_level_min=self.rare_level_min,
             )
         else:
-            frame, schema, report = load_csv(
-                entry.raw_path.read_bytes(), filename=ds.filename or entry.raw_path.name,
-                schema=schema, max_bytes=NO_LIMIT,
-            )
+            frame, schema, report = self._load(entry.raw_path.read_bytes(),
+                                               ds.filename or entry.raw_path.name, schema,
+                                               NO_LIMIT)
         return replace(ds, frame=frame, schema=schema, load_report=report)
 
     def _add_file(self, path: Path, dataset_id: str, source: str, schema: Schema | None) -> None:
@@ -219,11 +240,10 @@ class DatasetRegistry:
         if path.suffix.lower() == ".parquet":
             raw = _read_parquet(path)
             schema = schema or propose_schema(raw, dataset_id)
-            frame, schema, report = apply_schema(raw, schema, filename=path.name)
+            frame, schema, report = apply_schema(raw, schema, filename=path.name,
+                                                 rare_level_min=self.rare_level_min)
         else:
-            frame, schema, report = load_csv(
-                content, filename=path.name, schema=schema, max_bytes=NO_LIMIT
-            )
+            frame, schema, report = self._load(content, path.name, schema, NO_LIMIT)
         schema = replace(schema, dataset=dataset_id)
         title = schema.title or path.name
         ds = Dataset(dataset_id, title, version, frame, schema, report, source, path.name)
@@ -266,10 +286,8 @@ class DatasetRegistry:
             meta = json.loads(meta_path.read_text(encoding="utf-8"))
             raw_path = self._uploads / f"{version}.csv"
             schema = read_schema_file(self._schema_path(meta["id"], version))
-            frame, schema, report = load_csv(
-                raw_path.read_bytes(), filename=meta["filename"], schema=schema,
-                max_bytes=NO_LIMIT,
-            )
+            frame, schema, report = self._load(raw_path.read_bytes(), meta["filename"], schema,
+                                               NO_LIMIT)
         except (OSError, KeyError, ValueError):
             return  # half-written by another worker; picked up on a later call
         ds = Dataset(meta["id"], meta["title"], version, frame, schema, report, "upload",

@@ -1,20 +1,32 @@
 """Propose a schema for a new file: kinds inferred, public clinical defaults where recognised.
 
 Where a column is recognised (age, PI-RADS, Gleason, PSA, ...) its bounds are public clinical
-facts and are not flagged. Everything else that is read off the data (min/max bounds, the
-category list) is flagged ``derived_from_data`` — not private — until the owner confirms.
-The proposal is never confirmed.
+facts and are not flagged — unless they would clamp more than 1 % of the values (another
+scale, e.g. Gleason 2-10): then the column is proposed from the data and the owner is asked.
+Everything else that is read off the data (min/max bounds, the category list, a ``999``
+missing-value code, the rows-per-patient bound) is flagged ``derived_from_data`` — not
+private — until the owner confirms it. Constant and empty columns are kept. Integer codes
+named like a site or centre are categories, not numbers. The proposal is never confirmed.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 
 from dp_engine.schema import ColumnKind, ColumnRole, ColumnSpec, Schema
+from services.data.limits import CLAMP_ASK_SHARE, MAX_PROPOSED_LEVELS
+from services.data.patients import (
+    best_repeated,
+    candidates,
+    is_patient_name,
+    patient_stats,
+    propose_bound,
+)
 from services.data.value_parsing import BOOL_TOKENS, Distinct, date_share, parse_numbers
 
 K = ColumnKind
@@ -58,6 +70,10 @@ _ID_TOKENS = {"id", "mrn", "ssn", "uuid", "pid", "pseudonym", "email", "phone", 
 _NAME_TOKENS = {"name", "physician", "doctor", "surname", "firstname", "arzt", "radiologist"}
 _TEXT_TOKENS = {"comment", "comments", "note", "notes", "remark", "remarks", "text", "freetext"}
 _QI_TOKENS = {"sex", "gender", "year", "ethnicity", "race", "postcode", "zip", "birth"}
+# integer columns named so hold codes, not quantities ("inst" is R's lung-cancer institution)
+_CODE_TOKENS = {"site", "institution", "institute", "inst", "centre", "center", "hospital",
+                "clinic", "code", "ward", "department", "dept", "hosp", "region", "country"}
+_SENTINELS = (9.0, 99.0, 999.0, 9999.0, 99999.0, 999999.0)
 
 PROPOSED_NOTE = "Proposed automatically"
 MATCH_SHARE = 0.9        # share of cells that must read as numbers/dates to pick that kind
@@ -66,6 +82,26 @@ MAX_ORDINAL_LEVELS = 10  # whole numbers with at most this many levels are propo
 
 def _key(name: str) -> str:
     return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def clinical_default(name: str) -> ColumnSpec | None:
+    """The recognised public default for a column name (any case or punctuation), or None."""
+    base = CLINICAL_DEFAULTS.get(_key(name))
+    if base is None:
+        return None
+    return ColumnSpec(name, base.kind, base.role, base.label, base.unit, base.lower, base.upper,
+                      base.bin_width, base.categories, False, base.description)
+
+
+def clamp_counts(values: np.ndarray, lower: float, upper: float) -> tuple[int, int]:
+    """How many values lie below ``lower`` and above ``upper`` (NaN ignored)."""
+    with np.errstate(invalid="ignore"):
+        return int((values < lower).sum()), int((values > upper).sum())
+
+
+def would_ask(below: int, above: int, present: int) -> bool:
+    """True when a default's bounds would clamp more than CLAMP_ASK_SHARE of the values."""
+    return present > 0 and (below + above) > CLAMP_ASK_SHARE * present
 
 
 def _tokens(name: str) -> set[str]:
@@ -85,17 +121,41 @@ def nice_width(span: float, bins: int = 10) -> float:
     return 10.0 * power
 
 
-def _clinical(name: str, numeric: bool, uniques: pd.Index) -> ColumnSpec | None:
-    """The public default for a recognised column whose values fit it, else None."""
-    base = CLINICAL_DEFAULTS.get(_key(name))
+def _clinical(name: str, numeric: bool, uniques: pd.Index,
+              values: np.ndarray | None) -> ColumnSpec | None:
+    """The public default for a recognised column whose values fit it, else None.
+
+    A numeric default whose bounds would clamp more than 1 % of the values is not proposed.
+    """
+    base = clinical_default(name)
     if base is None or numeric != (base.kind is not K.CATEGORICAL):
         return None
     if base.categories and not numeric:
         known = {str(c).lower() for c in base.categories}
         if not {str(u).strip().lower() for u in uniques} <= known:
             return None
-    return ColumnSpec(name, base.kind, base.role, base.label, base.unit, base.lower, base.upper,
-                      base.bin_width, base.categories, False, base.description)
+    if numeric and values is not None and base.has_bounds:
+        below, above = clamp_counts(values, *base.bounds())
+        if would_ask(below, above, int(np.count_nonzero(~np.isnan(values)))):
+            return None
+    return base
+
+
+def _sentinel(values: np.ndarray) -> float | None:
+    """A 999-style code: an all-nines extreme far beyond every other value, else None."""
+    finite = values[~np.isnan(values)]
+    if finite.size < 2:
+        return None
+    hi, lo = float(finite.max()), float(finite.min())
+    if hi in _SENTINELS:
+        rest = finite[finite != hi]
+        if rest.size and rest.max() < hi / 2:
+            return hi
+    if -lo in _SENTINELS:
+        rest = finite[finite != lo]
+        if rest.size and rest.min() >= 0:
+            return lo
+    return None
 
 
 def _numeric_spec(name: str, values: np.ndarray, role: ColumnRole) -> ColumnSpec:
@@ -103,6 +163,10 @@ def _numeric_spec(name: str, values: np.ndarray, role: ColumnRole) -> ColumnSpec
     lo, hi = float(finite.min()), float(finite.max())
     levels = np.unique(finite)
     whole = bool(np.all(np.mod(levels, 1) == 0))
+    if whole and len(levels) == 1:  # constant: kept, no bounds to invent (lower == upper)
+        return ColumnSpec(name, K.ORDINAL, role, categories=(int(levels[0]),),
+                          derived_from_data=True,
+                          description="One level proposed from the data; no bounds.")
     if whole and len(levels) <= MAX_ORDINAL_LEVELS:
         cats = tuple(int(v) for v in levels)
         return ColumnSpec(name, K.ORDINAL, role, lower=lo, upper=hi, bin_width=1,
@@ -122,6 +186,18 @@ def _numeric_spec(name: str, values: np.ndarray, role: ColumnRole) -> ColumnSpec
                       description="Bounds proposed from the data's minimum and maximum.")
 
 
+def _code_spec(name: str, finite: np.ndarray) -> ColumnSpec:
+    """Integer codes of a site, centre or department: categories, never means."""
+    levels = np.unique(finite)
+    if len(levels) > MAX_PROPOSED_LEVELS:
+        return ColumnSpec(name, K.IDENTIFIER, R.DIRECT_IDENTIFIER,
+                          description=f"A code with more than {MAX_PROPOSED_LEVELS} values: "
+                                      "treated as an identifier.")
+    return ColumnSpec(name, K.CATEGORICAL, R.QUASI_IDENTIFIER,
+                      categories=tuple(str(int(v)) for v in levels), derived_from_data=True,
+                      description="Codes (site, centre, ...): categories proposed from the data.")
+
+
 def _is_boolean(col: pd.Series, uniques: pd.Index) -> bool:
     if pd.api.types.is_bool_dtype(col.dtype):
         return True
@@ -135,7 +211,7 @@ def propose_column(name: str, col: pd.Series) -> ColumnSpec:
     """Kind, role, bounds or categories for one raw column (see module docstring)."""
     tokens = _tokens(name)
     role = R.QUASI_IDENTIFIER if tokens & _QI_TOKENS else R.OTHER
-    if tokens & _ID_TOKENS:
+    if tokens & _ID_TOKENS or is_patient_name(name):
         return ColumnSpec(name, K.IDENTIFIER, R.DIRECT_IDENTIFIER,
                           description="Identifier: never shown to non-owners.")
     if tokens & _NAME_TOKENS:
@@ -157,11 +233,31 @@ def propose_column(name: str, col: pd.Series) -> ColumnSpec:
         parsed = parse_numbers(col)
         values, bad = parsed.values.to_numpy(dtype="float64", na_value=np.nan), parsed.bad
     numeric = bad <= (1 - MATCH_SHARE) * n_present and not np.isnan(values).all()
-    clinical = _clinical(name, numeric, uniques)
+    code = _sentinel(values) if numeric else None
+    if code is None:
+        return _propose_read(name, values, uniques, n_present, numeric, tokens, role)
+    hit = values == code
+    values = np.where(hit, np.nan, values)
+    as_numbers = pd.to_numeric(pd.Series(uniques, dtype=object).astype(str), errors="coerce")
+    uniques = uniques[as_numbers.to_numpy() != code]
+    spec = _propose_read(name, values, uniques, n_present - int(hit.sum()), numeric, tokens,
+                         role)
+    return replace(spec, missing_codes=(f"{code:g}",), derived_from_data=True,
+                   description=f"{spec.description} '{code:g}' read as missing (proposed from "
+                               "the data).".strip())
+
+
+def _propose_read(name: str, values: np.ndarray, uniques: pd.Index, n_present: int,
+                  numeric: bool, tokens: set[str], role: ColumnRole) -> ColumnSpec:
+    """The proposal once the cells are read as numbers (``values``) where they can be."""
+    clinical = _clinical(name, numeric, uniques, values if numeric else None)
     if clinical is not None:
         return clinical
     if numeric:
-        whole = bool(np.all(np.mod(values[~np.isnan(values)], 1) == 0))
+        finite = values[~np.isnan(values)]
+        whole = bool(np.all(np.mod(finite, 1) == 0))
+        if whole and tokens & _CODE_TOKENS:
+            return _code_spec(name, finite)
         if whole and len(uniques) == n_present and n_present >= 50:
             return ColumnSpec(name, K.IDENTIFIER, R.DIRECT_IDENTIFIER,
                               description="Every value is different: treated as an identifier.")
@@ -206,4 +302,16 @@ def propose_schema(frame: pd.DataFrame, dataset: str) -> Schema:
         f"{PROPOSED_NOTE}; {flagged} column(s) have bounds or categories derived from "
         "the data — not private until you confirm or edit them.",
     )
-    return Schema(dataset=dataset, columns=columns, confirmed=False, title=dataset, notes=notes)
+    schema = Schema(dataset=dataset, columns=columns, confirmed=False, title=dataset,
+                    notes=notes)
+    return propose_patient_unit(frame, schema)
+
+
+def propose_patient_unit(frame: pd.DataFrame, schema: Schema) -> Schema:
+    """When an identifier column repeats (rows are not patients): it, and k from the data."""
+    order = candidates(schema)
+    repeated = best_repeated(patient_stats(frame, order), order)
+    if repeated is None:
+        return schema
+    return replace(schema, patient_column=repeated.column,
+                   max_rows_per_patient=propose_bound(repeated), patient_bound_derived=True)

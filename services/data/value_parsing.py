@@ -21,7 +21,14 @@ FALSE_TOKENS = frozenset({"false", "f", "no", "n", "0", "0.0", "nein", "falsch"}
 BOOL_TOKENS = TRUE_TOKENS | FALSE_TOKENS
 
 # Cells read as missing besides pandas' defaults ("", "NA", "n/a", "N/A", "NaN", "null", ...).
-EXTRA_NA = ("-", "--", "?", "n.a.", "N.A.", "na", "missing", ".")
+EXTRA_NA = ("-", "--", "?", "n.a.", "N.A.", "na", "missing", ".", "NA_NA", "na_na")
+
+# The same codes compared after trimming and lower-casing, so " NA ", "Na_NA" and cells of
+# only spaces are missing too, whatever the reader did ("none" is a real category: not here).
+MISSING_TOKENS = frozenset({
+    "", "na", "n/a", "nan", "-nan", "null", "na_na", "<na>", "#n/a", "-", "--", ".", "?",
+    "n.a.", "missing",
+})
 
 DATE_FORMATS = (
     "%d.%m.%Y", "%d.%m.%Y %H:%M", "%d.%m.%Y %H:%M:%S", "%d.%m.%y",
@@ -43,12 +50,25 @@ class Parsed:
     bad: int = 0          # non-missing cells that could not be read (now missing)
     missing: int = 0      # missing cells in ``values``
     open_ended: int = 0   # cells such as ">3" read at their limit
+    coded: int = 0        # cells equal to one of the column's missing-value codes (now missing)
+    other: int = 0        # cells outside the category list read as the catch-all level
+    levels: dict[str, int] | None = None  # cells per category (match_categories only)
+
+
+def _code_numbers(codes: Sequence[str]) -> np.ndarray:
+    nums = pd.to_numeric(pd.Series(list(codes), dtype=object), errors="coerce")
+    return nums.dropna().to_numpy(dtype="float64")
 
 
 class Distinct:
-    """A column as codes into its distinct values (missing = code -1)."""
+    """A column as codes into its distinct values (missing = code -1).
 
-    def __init__(self, values: pd.Series) -> None:
+    Distinct values that mean "missing" (MISSING_TOKENS, or one of the column's own
+    ``missing_codes``; text compared trimmed and case-insensitively, numbers by value) are
+    recoded as missing; ``coded`` counts the cells a column's own codes turned missing.
+    """
+
+    def __init__(self, values: pd.Series, missing_codes: Sequence[str] = ()) -> None:
         self.index = values.index
         if isinstance(values.dtype, pd.CategoricalDtype):  # already coded by the CSV reader
             self.codes = values.cat.codes.to_numpy()
@@ -57,8 +77,36 @@ class Distinct:
             self.codes, uniques = pd.factorize(values, use_na_sentinel=True)
             self.uniques = pd.Index(uniques)
         counts = np.bincount(self.codes.astype(np.intp) + 1, minlength=len(self.uniques) + 1)
+        self.coded = 0
+        if len(self.uniques):
+            general, own = self._missing_uniques(missing_codes)
+            drop = general | own
+            if drop.any():
+                self.coded = int(counts[1:][own & ~general].sum())
+                safe = np.where(self.codes < 0, 0, self.codes)
+                self.codes = np.where((self.codes >= 0) & drop[safe], -1, self.codes)
+                counts = np.bincount(self.codes.astype(np.intp) + 1,
+                                     minlength=len(self.uniques) + 1)
         self.absent = int(counts[0])
         self.counts = counts[1:]
+
+    def _missing_uniques(self, missing_codes: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Per distinct value: a general missing token; one of the column's own codes.
+
+        Plain Python over the distinct values: they are few, and pandas' string methods cost
+        more in fixed overhead than this whole pass.
+        """
+        lower = [t.lower() for t in self.text().tolist()]
+        general = np.fromiter((t in MISSING_TOKENS for t in lower), bool, len(lower))
+        if not missing_codes:
+            return general, np.zeros(len(lower), dtype=bool)
+        codes = {str(c).strip().lower() for c in missing_codes}
+        own = np.fromiter((t in codes for t in lower), bool, len(lower))
+        nums = _code_numbers(missing_codes)
+        if nums.size:
+            as_num = pd.to_numeric(pd.Series(lower, dtype=object), errors="coerce")
+            own = own | np.isin(as_num.to_numpy(dtype="float64"), nums)
+        return general, own
 
     @property
     def present(self) -> int:
@@ -70,7 +118,10 @@ class Distinct:
         return self.uniques[self.counts > 0]
 
     def text(self) -> pd.Series:
-        return pd.Series(self.uniques, dtype=object).astype(str).str.strip()
+        """The distinct values as trimmed text (computed once)."""
+        if getattr(self, "_text", None) is None:
+            self._text = pd.Series(self.uniques, dtype=object).astype(str).str.strip()
+        return self._text
 
     def cells(self, per_unique: np.ndarray) -> int:
         """Number of cells whose distinct value is flagged in ``per_unique``."""
@@ -95,17 +146,26 @@ def _is_plain(values: pd.Series, kind: str) -> bool:
     )
 
 
-def parse_numbers(values: pd.Series) -> Parsed:
+def parse_numbers(values: pd.Series, missing_codes: Sequence[str] = ()) -> Parsed:
     """Float values (NaN = missing); text cells become NaN and are counted as bad.
 
     ``>3`` is read as 4 and ``<2`` as 1 for whole numbers (the nearest value inside the
-    range), ``>=3``/``<=3`` as 3; ``3,5`` (decimal comma) as 3.5.
+    range), ``>=3``/``<=3`` as 3; ``3,5`` (decimal comma) as 3.5. Cells equal to one of
+    ``missing_codes`` (``999``) are missing and counted as ``coded``.
     """
     if _is_plain(values, "biuf"):
         arr = values.to_numpy(dtype="float64", na_value=np.nan)
         arr = np.where(np.isfinite(arr), arr, np.nan)
-        return Parsed(pd.Series(arr, index=values.index), 0, int(np.isnan(arr).sum()))
-    d = Distinct(values)
+        coded = 0
+        nums = _code_numbers(missing_codes) if missing_codes else np.empty(0)
+        if nums.size:
+            hit = np.isin(arr, nums)
+            coded = int(hit.sum())
+            if coded:
+                arr = np.where(hit, np.nan, arr)
+        return Parsed(pd.Series(arr, index=values.index), 0, int(np.isnan(arr).sum()),
+                      coded=coded)
+    d = Distinct(values, missing_codes)
     text = d.text()
     parsed = pd.to_numeric(text, errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
     parsed = parsed.copy()
@@ -124,14 +184,14 @@ def parse_numbers(values: pd.Series) -> Parsed:
     parsed[~np.isfinite(parsed)] = np.nan
     bad = d.cells(np.isnan(parsed))
     out = pd.Series(d.spread(parsed, np.nan), index=d.index)
-    return Parsed(out, bad, d.absent + bad, d.cells(open_unique))
+    return Parsed(out, bad, d.absent + bad, d.cells(open_unique), coded=d.coded)
 
 
-def parse_booleans(values: pd.Series) -> Parsed:
+def parse_booleans(values: pd.Series, missing_codes: Sequence[str] = ()) -> Parsed:
     """Nullable booleans from yes/no, y/n, 1/0, true/false (any case); others become NA."""
     if _is_plain(values, "b") and isinstance(values.dtype, np.dtype):
         return Parsed(values.astype("boolean"), 0, 0)
-    d = Distinct(values)
+    d = Distinct(values, missing_codes)
     text = d.text().str.lower()
     truth = np.array([t in TRUE_TOKENS for t in text], dtype=bool)
     bad = ~truth & ~np.array([t in FALSE_TOKENS for t in text], dtype=bool)
@@ -141,7 +201,7 @@ def parse_booleans(values: pd.Series) -> Parsed:
     mask = (d.codes < 0) | bad.take(d.codes)
     out = pd.Series(pd.arrays.BooleanArray(truth.take(d.codes), mask), index=d.index)
     n_bad = d.cells(bad)
-    return Parsed(out, n_bad, d.absent + n_bad)
+    return Parsed(out, n_bad, d.absent + n_bad, coded=d.coded)
 
 
 def _parse_date_strings(text: pd.Series) -> pd.Series:
@@ -154,17 +214,17 @@ def _parse_date_strings(text: pd.Series) -> pd.Series:
     return parsed
 
 
-def parse_dates(values: pd.Series) -> Parsed:
+def parse_dates(values: pd.Series, missing_codes: Sequence[str] = ()) -> Parsed:
     """datetime64 values from ISO, German (dd.mm.yyyy), day-first and month-first slashes."""
     if pd.api.types.is_datetime64_any_dtype(values.dtype):
         return Parsed(values, 0, int(values.isna().sum()))
-    d = Distinct(values)
+    d = Distinct(values, missing_codes)
     parsed = _parse_date_strings(d.text())
     parsed = parsed.where((parsed >= NS_MIN) & (parsed <= NS_MAX))  # representable dates only
     arr = parsed.astype("datetime64[ns]").to_numpy()
     n_bad = d.cells(np.isnat(arr))
     out = pd.Series(d.spread(arr, np.datetime64("NaT")), index=d.index, dtype="datetime64[ns]")
-    return Parsed(out, n_bad, d.absent + n_bad)
+    return Parsed(out, n_bad, d.absent + n_bad, coded=d.coded)
 
 
 def date_share(uniques: pd.Index, limit: int = 50) -> float:
@@ -178,22 +238,42 @@ def date_share(uniques: pd.Index, limit: int = 50) -> float:
     return float(_parse_date_strings(text).notna().mean())
 
 
-def match_categories(values: pd.Series, categories: Sequence[object]) -> Parsed:
+def match_categories(
+    values: pd.Series, categories: Sequence[object], missing_codes: Sequence[str] = (),
+    other: str | None = None,
+) -> Parsed:
     """String values equal to a public category (case and surrounding space ignored).
 
-    Cells outside the list become NA and are counted as bad.
+    Cells outside the list are read as ``other`` when the column has a catch-all level
+    (counted as ``other``), else they become NA and are counted as bad. ``levels`` holds the
+    number of cells per category.
     """
     wanted = {str(c).strip().lower(): str(c) for c in categories}
-    for c in categories:  # numeric categories also match "7.0" / 7.0
-        if isinstance(c, int | float) and not isinstance(c, bool) and float(c).is_integer():
-            wanted.setdefault(f"{float(c)}", str(c))
-    d = Distinct(values)
+    for c in categories:  # whole-number categories also match "7.0" / 7.0
+        if isinstance(c, bool):
+            continue
+        try:
+            number = float(str(c))
+        except ValueError:
+            continue
+        if number.is_integer():
+            wanted.setdefault(f"{number}", str(c))
+    d = Distinct(values, missing_codes)
     mapped = np.array([wanted.get(t) for t in d.text().str.lower()], dtype=object)
-    bad = np.array([m is None for m in mapped], dtype=bool)
+    outside = np.array([m is None for m in mapped], dtype=bool)
     if mapped.size == 0:
         return Parsed(pd.Series(pd.array([None] * d.codes.size, dtype="str"), index=d.index),
-                      0, d.codes.size)
+                      0, d.codes.size, coded=d.coded, levels=dict.fromkeys(map(str, categories), 0))
+    n_outside = d.cells(outside)
+    if other is not None:
+        mapped[outside] = other
+        outside[:] = False
+    levels = dict.fromkeys((str(c) for c in categories), 0)
+    for level, count in zip(mapped, d.counts, strict=True):
+        if level is not None and count:
+            levels[level] += int(count)
     # a small string array of the distinct values, spread by codes (no per-cell validation)
     out = pd.Series(pd.array(mapped, dtype="str").take(d.codes, allow_fill=True), index=d.index)
-    n_bad = d.cells(bad)
-    return Parsed(out, n_bad, d.absent + n_bad)
+    n_bad = 0 if other is not None else n_outside
+    return Parsed(out, n_bad, d.absent + n_bad, coded=d.coded,
+                  other=n_outside if other is not None else 0, levels=levels)

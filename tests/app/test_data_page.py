@@ -69,7 +69,7 @@ def test_layout_refuses_non_owners(services, identity):
 
 # --- uploads -------------------------------------------------------------------------
 def test_good_upload_is_selected_with_flagged_columns(services):
-    msg, overview, options, selected, report, rows = upload(services, GOOD)
+    msg, overview, options, selected, report, *_, rows = upload(services, GOOD)
     assert selected == "ward" and ids_of(services) == ["pirads", "ward"]
     assert "Loaded 'ward.csv'" in _text(msg) and "Ward" in _text(msg)
     assert {o["value"] for o in options} == {"pirads", "ward"}
@@ -122,7 +122,7 @@ def test_edit_bounds_then_confirm(services):
             row["lower"], row["upper"] = "60", "65"
         if row["name"] == "Ward":
             row["categories"] = "A; B; C"  # a public ward list, not only those seen
-    msg, _, _, selected, report, rows = click(services, ids.DATA_SAVE, "ward", rows)
+    msg, _, _, selected, report, *_, rows = click(services, ids.DATA_SAVE, "ward", rows)
     assert "Saved" in _text(msg) and "not confirmed" in _text(msg)
     assert "2 value(s) outside the bounds" in _text(msg)
     assert all(r["flag"] != data_page.FLAG for r in rows)  # edited columns are owner-chosen
@@ -135,6 +135,9 @@ def test_edit_bounds_then_confirm(services):
 def test_confirm_applies_unsaved_edits(services):
     *_, rows = upload(services, GOOD)
     rows = [dict(r, unit="years") if r["name"] == "Age" else r for r in rows]
+    # Ward's categories were read off the data: confirmed on its own row, never in bulk
+    rows = [dict(r, decision=data_page.DECIDE_CONFIRM) if r["name"] == "Ward" else r
+            for r in rows]
     click(services, ids.DATA_CONFIRM, "ward", rows)
     ds = services.registry.get("ward")
     assert ds.schema.confirmed and ds.schema.column("Age").unit == "years"
@@ -171,8 +174,8 @@ def test_forged_dataset_or_rows(services):
 
 def test_selecting_a_dataset_shows_its_schema(services):
     upload(services, GOOD)
-    *_, selected, report, rows = data_callbacks.handle(services, ids.DATA_LIST, None, None,
-                                                       "pirads", None)
+    _, _, _, selected, report, *_, rows = data_callbacks.handle(
+        services, ids.DATA_LIST, None, None, "pirads", None)
     assert selected == "pirads" and len(rows) == 16 and "Confirmed" in _text(report)
 
 
@@ -203,10 +206,13 @@ def client(services):
 
 OUTPUTS = [f"{ids.DATA_MESSAGE}.children", f"{ids.DATA_OVERVIEW}.children",
            f"{ids.DATA_LIST}.options", f"{ids.DATA_LIST}.value",
-           f"{ids.DATA_REPORT}.children", f"{ids.DATA_TABLE}.data"]
+           f"{ids.DATA_REPORT}.children", f"{ids.DATA_PATIENT}.options",
+           f"{ids.DATA_PATIENT}.value", f"{ids.DATA_PATIENT_K}.value",
+           f"{ids.DATA_PATIENT_K_CONFIRM}.value", f"{ids.DATA_TABLE}.data"]
 
 
-def post(client, changed: str, contents=None, selected="pirads", rows=None, clicks=None):
+def post(client, changed: str, contents=None, selected="pirads", rows=None, clicks=None,
+         unit=(data_page.ROW_UNIT, 1, True)):
     specs = [dict(zip(("id", "property"), o.split("."), strict=True)) for o in OUTPUTS]
     inputs = [
         {"id": ids.DATA_UPLOAD, "property": "contents", "value": contents},
@@ -215,7 +221,10 @@ def post(client, changed: str, contents=None, selected="pirads", rows=None, clic
         {"id": ids.DATA_CONFIRM, "property": "n_clicks", "value": clicks},
     ]
     state = [{"id": ids.DATA_UPLOAD, "property": "filename", "value": "web.csv"},
-             {"id": ids.DATA_TABLE, "property": "data", "value": rows}]
+             {"id": ids.DATA_TABLE, "property": "data", "value": rows},
+             {"id": ids.DATA_PATIENT, "property": "value", "value": unit[0]},
+             {"id": ids.DATA_PATIENT_K, "property": "value", "value": unit[1]},
+             {"id": ids.DATA_PATIENT_K_CONFIRM, "property": "value", "value": unit[2]}]
     body = {"output": ".." + "...".join(OUTPUTS) + "..", "outputs": specs, "inputs": inputs,
             "state": state, "changedPropIds": [changed]}
     return client.post("/_dash-update-component", json=body)

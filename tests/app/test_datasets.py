@@ -271,8 +271,11 @@ def test_upload_is_proposed_flagged_and_stored(registry):
     ds = registry.add_upload("Ward Export.csv", UPLOAD.encode())
     assert ds.id == "ward-export" and not ds.schema.confirmed
     assert ds.schema.column("Ward").derived_from_data
-    assert ds.frame["Age"].tolist() == [61.5, 70.0, 55.0, 110.0]  # clinical bounds 0-110
-    assert ds.load_report.clamped == {"Age": 1}
+    # the clinical default 0-110 would clamp 1 of 4 ages (> 1 %): not applied, the owner is asked
+    assert ds.frame["Age"].tolist() == [61.5, 70.0, 55.0, 200.0]
+    assert ds.schema.column("Age").derived_from_data and ds.load_report.clamped == {}
+    default = ds.load_report.review.column("Age").default
+    assert (default.lower, default.upper, default.below, default.above) == (0, 110, 0, 1)
     stored = registry.storage_dir / "uploads" / f"{ds.version}.csv"
     assert stored.read_bytes() == UPLOAD.encode()
     assert [d.id for d in registry.list()] == ["pirads", "ward-export"]
@@ -295,6 +298,9 @@ def test_edit_confirm_and_restart(registry):
         ColumnSpec(age.name, age.kind, age.role, lower=50, upper=80, bin_width=5)))
     assert edited.frame["Age"].tolist() == [61.5, 70.0, 55.0, 80.0]
     assert not edited.schema.confirmed
+    with pytest.raises(SchemaError, match="one by one first.*Ward"):
+        registry.confirm_schema(ds.id)  # Ward's categories were read off the data
+    registry.confirm_columns(ds.id, ["Ward"])
     confirmed = registry.confirm_schema(ds.id)
     assert confirmed.schema.confirmed and not confirmed.schema.flagged_columns()
     assert not any("derived from the data" in n for n in confirmed.schema.notes)
@@ -307,6 +313,7 @@ def test_edit_confirm_and_restart(registry):
 def test_worker_sees_a_confirmation_made_by_another(registry):
     ds = registry.add_upload("w.csv", UPLOAD.encode())
     other = DatasetRegistry(registry.storage_dir)
+    other.confirm_columns(ds.id, ["Age", "Ward"])
     other.confirm_schema(ds.id)
     assert registry.get(ds.id).schema.confirmed
 

@@ -1,0 +1,187 @@
+"""Issue 13, items 2 and 3 on the Data page: column-by-column confirmation and the patient unit.
+
+Nothing read off the data becomes public until the owner confirms that column on its own row
+(the clamp counts beside its bounds); the confirm button publishes and confirms in bulk only
+recognised clinical defaults. The owner picks the patient column and k; the page says "per
+patient" or "per row" truthfully.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.datasets import load_diabetes
+
+from callbacks import data as data_callbacks
+from layouts import data as data_page
+from layouts import ids
+from services.data.limits import MAX_CATEGORIES
+from services.data.registry import DatasetRegistry
+from services.identity.roles import Role
+from tests.app.conftest import SessionAs
+from tests.app.test_data_page import _text, data_url
+from tests.app.test_schema_proposal import gleason_2_to_10, one_row_per_test, ward_table
+
+ROW = (data_page.ROW_UNIT, 1, True)
+
+
+def upload(services, frame: pd.DataFrame, filename: str):
+    content = frame.to_csv(index=False).encode()
+    return data_callbacks.handle(services, ids.DATA_UPLOAD, data_url(content), filename,
+                                 "pirads", None)
+
+
+def row(rows: list[dict], name: str) -> dict:
+    return next(r for r in rows if r["name"] == name)
+
+
+def decide(rows: list[dict], decisions: dict[str, str]) -> list[dict]:
+    return [dict(r, decision=decisions[r["name"]]) if r["name"] in decisions else r
+            for r in rows]
+
+
+def save(services, dataset: str, rows, unit=ROW, button=ids.DATA_SAVE):
+    return data_callbacks.handle(services, button, None, None, dataset, rows, unit)
+
+
+@pytest.fixture
+def services(tmp_path):
+    """What the page's callbacks receive: a registry and an owner's session."""
+    return SimpleNamespace(registry=DatasetRegistry(tmp_path / "s", max_upload_bytes=2_000_000),
+                           identity=SessionAs(Role.OWNER, "olga"))
+
+
+# --- clamping defaults ask, with the clamp count beside each bound --------------------------
+def test_gleason_default_asks_with_the_clamp_count(services):
+    *_, rows = upload(services, gleason_2_to_10(), "gleason.csv")
+    g = row(rows, "Gleason score")
+    assert (g["lower"], g["upper"], g["clamp_low"], g["clamp_high"]) == ("2", "10", "0", "0")
+    assert "would clamp 43 of 146 values" in g["review"]
+    assert g["flag"] == data_page.FLAG and g["decision"] == data_page.DECIDE_WAIT
+    msg, *_ = save(services, "gleason", rows, button=ids.DATA_CONFIRM)  # bulk: refused
+    assert "one by one" in _text(msg) and "Gleason score" in _text(msg)
+    assert not services.registry.get("gleason").schema.confirmed
+
+
+def test_choosing_the_default_shows_what_it_clamps(services):
+    *_, rows = upload(services, gleason_2_to_10(), "gleason.csv")
+    rows = [dict(r, lower="6", categories="6; 7; 8; 9; 10") if r["name"] == "Gleason score"
+            else r for r in rows]
+    *_, rows = save(services, "gleason", rows)
+    g = row(rows, "Gleason score")
+    assert (g["clamp_low"], g["clamp_high"]) == ("43", "0") and g["flag"] != data_page.FLAG
+
+
+def test_a_column_is_confirmed_on_its_own_row(services):
+    *_, rows = upload(services, gleason_2_to_10(), "gleason.csv")
+    msg, *_ = save(services, "gleason", decide(rows, {"Gleason score": "confirm"}),
+                   button=ids.DATA_CONFIRM)
+    ds = services.registry.get("gleason")
+    assert ds.schema.confirmed and (ds.schema.column("Gleason score").lower == 2)
+    assert "now public metadata" in _text(msg)
+
+
+def test_bulk_confirm_covers_recognised_clinical_defaults_only(services):
+    clinical = pd.DataFrame({"Age": [61.0, 70.2, 55.0, 66.0], "PSA": [4.1, 8.0, 12.5, 6.6]})
+    *_, rows = upload(services, clinical, "clinical.csv")
+    assert all(r["flag"] != data_page.FLAG for r in rows)
+    save(services, "clinical", rows, button=ids.DATA_CONFIRM)
+    assert services.registry.get("clinical").schema.confirmed
+    *_, rows = upload(services, clinical.assign(Ward=["A", "B", "A", "B"]), "mixed.csv")
+    save(services, "mixed", rows, button=ids.DATA_CONFIRM)
+    assert not services.registry.get("mixed").schema.confirmed
+
+
+# --- rare levels: listed, merged into "other" before they are public -----------------------
+def test_rare_levels_are_merged_into_other_on_the_owners_decision(services):
+    *_, rows = upload(services, ward_table(), "wards.csv")
+    assert "burns (1), tropical (3)" in row(rows, "ward")["review"]
+    decisions = {"ward": data_page.DECIDE_MERGE}
+    *_, rows = save(services, "wards", decide(rows, decisions), button=ids.DATA_CONFIRM)
+    ds = services.registry.get("wards")
+    assert ds.schema.confirmed
+    assert ds.schema.column("ward").categories == ("cardio", "onco", "uro", "other")
+    assert (ds.frame["ward"] == "other").sum() == 4
+    assert "burns" not in str(ds.schema.to_dict()) and "tropical" not in str(rows)
+
+
+def test_too_many_categories_typed_into_the_table_are_refused(services):
+    *_, rows = upload(services, ward_table(), "wards.csv")
+    many = "; ".join(f"w{i}" for i in range(MAX_CATEGORIES + 1))
+    msg, *rest = save(services, "wards", [dict(r, categories=many) if r["name"] == "ward"
+                                         else r for r in rows])
+    assert "more than" in _text(msg) and "other" in _text(msg)
+    assert services.registry.get("wards").schema.column("ward").categories == (
+        "burns", "cardio", "onco", "tropical", "uro")
+
+
+# --- the unit of privacy --------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def labs() -> pd.DataFrame:
+    return one_row_per_test(load_diabetes(scaled=False, as_frame=True).frame)
+
+
+def test_one_row_per_test_proposes_the_patient_column_and_k(services, labs):
+    _, _, _, _, report, options, patient, k, k_ok, rows = upload(services, labs, "labs.csv")
+    assert {"label": "Patients are identified by 'patient_id'", "value": "patient_id"} in options
+    assert (patient, k, k_ok) == ("patient_id", 3, False)
+    assert "per patient" in _text(report) and "rows per patient" in _text(report)
+    assert "Ids repeat: 150 of 150" in row(rows, "patient_id")["review"]
+    everything = decide(rows, {"s1": "confirm", "s5": "confirm"})
+    msg, *_ = save(services, "labs", everything, ("patient_id", 3, False), ids.DATA_CONFIRM)
+    assert "rows per patient" in _text(msg)  # k read off the data: not confirmed in bulk
+    assert not services.registry.get("labs").schema.confirmed
+    save(services, "labs", everything, ("patient_id", 3, True), ids.DATA_CONFIRM)
+    schema = services.registry.get("labs").schema
+    assert schema.confirmed and (schema.patient_column, schema.contribution_bound) == (
+        "patient_id", 3)
+
+
+def test_a_k_the_owner_types_is_theirs(services, labs):
+    *_, rows = upload(services, labs, "labs.csv")
+    _, _, _, _, report, _, patient, k, k_ok, _ = save(services, "labs", rows,
+                                                      ("patient_id", 2, False))
+    assert (patient, k, k_ok) == ("patient_id", 2, True)
+    assert "at most 2 row(s)" in _text(report) and "130 patient(s) have more than 2" in _text(
+        report)
+
+
+def test_choosing_one_row_per_patient_is_said_to_be_per_row(services, labs):
+    *_, rows = upload(services, labs, "labs.csv")
+    _, _, _, _, report, _, patient, k, _, _ = save(services, "labs", rows, ROW)
+    assert (patient, k) == (data_page.ROW_UNIT, 1)
+    assert "NOT per patient" in _text(report) and "'patient_id' repeats" in _text(report)
+    schema = services.registry.get("labs").schema
+    assert schema.patient_column is None and schema.privacy_unit == "row"
+
+
+@pytest.mark.parametrize("unit, words", [
+    (("s1", 2, True), "identifier"),
+    (("nope", 2, True), "no column named"),
+    (("patient_id", 0, True), "at least 1"),
+    (("patient_id", "two", True), "whole number"),
+])
+def test_invalid_patient_choices_are_refused(services, labs, unit, words):
+    *_, rows = upload(services, labs, "labs.csv")
+    before = services.registry.get("labs").schema
+    msg, *rest = save(services, "labs", rows, unit)
+    assert words in _text(msg) and services.registry.get("labs").schema == before
+
+
+def test_layout_has_the_patient_controls_with_labels(services):
+    text = _text(data_page.layout(services.registry, services.identity.current()))
+    for needle in (ids.DATA_PATIENT, ids.DATA_PATIENT_K, ids.DATA_PATIENT_K_CONFIRM,
+                   "Who is a patient?", "Your decision", "Clamped up to it"):
+        assert needle in text, needle
+
+
+def test_site_codes_and_na_na_through_the_page(services):
+    rng = np.random.default_rng(5)
+    table = pd.DataFrame({"site": rng.integers(1, 4, 40),
+                          "stage": rng.choice(["T1", "T2", "NA_NA"], 40)})
+    *_, rows = upload(services, table, "sites.csv")
+    assert row(rows, "site")["kind"] == "categorical" and row(rows, "site")["lower"] == ""
+    assert row(rows, "stage")["categories"] == "T1; T2"
