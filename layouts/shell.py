@@ -63,7 +63,7 @@ def session_badge(user: str, role: Role, logout_csrf: str | None) -> list:
                    html.Span(user, className="text-white-50 small")]
     if logout_csrf:
         items.append(html.Form(
-            [html.Input(type="hidden", name="csrf", value=logout_csrf),
+            [dcc.Input(type="hidden", name="csrf", value=logout_csrf),
              html.Button("Log out", type="submit", className="btn btn-link link-light btn-sm")],
             action="/logout", method="post", className="d-inline ms-2"))
     return items

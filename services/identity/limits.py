@@ -4,7 +4,8 @@ the body.
 Anonymous requests may send a login form; signed-in non-owners a Dash callback's inputs; only
 the owner may send a file (the Data page's upload arrives base64-encoded inside a callback, so
 its limit is the upload limit plus a third). The role comes from the server session. A body
-without Content-Length (chunked) is cut at the same limit by Flask while it is read.
+must declare its length: a chunked body is refused with 411 (browsers never send one; nginx
+re-sends bodies with a length), and Flask would cut any other at the same limit.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ class BodyLimits:
 
 def install_body_limits(server: flask.Flask, limits: BodyLimits,
                         identity: Callable[[], object]) -> Callable[[], flask.Response | None]:
-    """Set MAX_CONTENT_LENGTH and return the hook that refuses oversized bodies with 413.
+    """Set MAX_CONTENT_LENGTH; return the hook that refuses oversized bodies (413, 411).
 
     ``identity()`` returns an object with ``authenticated`` and ``role`` (from the session).
     The caller decides where the hook runs (first, before any other hook).
@@ -60,15 +61,20 @@ def install_body_limits(server: flask.Flask, limits: BodyLimits,
                              getattr(who, "role", Role.THIRD_PARTY), request.path)
         request.max_content_length = limit
         length = request.content_length
-        if length is None or length <= limit:
+        if request.headers.get("Transfer-Encoding", "identity").lower() != "identity":
+            status = 411
+            text = "A request body must state its length (Content-Length). Nothing was read."
+        elif length is None or length <= limit:
             return None
-        text = (f"This request is {length / 1e6:.1f} MB; at most {limit / 1e6:.2f} MB is "
-                "accepted here for your role. Nothing was read or changed.")
+        else:
+            status = 413
+            text = (f"This request is {length / 1e6:.1f} MB; at most {limit / 1e6:.2f} MB is "
+                    "accepted here for your role. Nothing was read or changed.")
         if request.path.endswith(UPDATE_PATH):
             response = flask.jsonify(message=text)
         else:
             response = flask.Response(text + "\n", mimetype="text/plain")
-        response.status_code = 413
+        response.status_code = status
         response.headers["Connection"] = "close"  # the unread body is not ours to drain
         return response
 

@@ -18,6 +18,8 @@ from sqlalchemy import delete, or_, select, update
 from services.identity.db import IdentityDB
 from services.identity.tables import sessions as _S
 
+clock = time.time  # seconds since the epoch; tests replace it to move time
+
 
 def _hash(sid: str) -> str:
     return hashlib.sha256(sid.encode()).hexdigest()
@@ -59,7 +61,7 @@ class SessionStore:
 
     def create(self, user: str, pw_fingerprint: str, *, now: float | None = None) -> str:
         """A new session for ``user``; returns the id to put in the (signed) cookie."""
-        now = time.time() if now is None else now
+        now = clock() if now is None else now
         sid = secrets.token_urlsafe(32)
         with self.db.tx(write=True) as conn:
             self._prune(conn, now)
@@ -72,7 +74,7 @@ class SessionStore:
         """The live session for ``sid``, or None (unknown, revoked, idle or too old)."""
         if not isinstance(sid, str) or not sid:
             return None
-        now = time.time() if now is None else now
+        now = clock() if now is None else now
         key = _hash(sid)
         with self.db.tx(write=False) as conn:
             row = conn.execute(select(_S).where(_S.c.sid_hash == key)).first()

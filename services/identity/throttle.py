@@ -22,6 +22,7 @@ from services.identity.tables import failed_logins as _F
 from services.identity.tables import throttle as _T
 
 NAME_CHARS = 64
+clock = time.time  # seconds since the epoch; tests replace it to move time
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ class LoginThrottle:
 
     def wait_s(self, account: str, client: str, *, now: float | None = None) -> float:
         """Seconds before this account may try again from this client (0: go ahead)."""
-        now = time.time() if now is None else now
+        now = clock() if now is None else now
         keys = [k for k, _ in self._keys(account, client)]
         with self.db.tx(write=False) as conn:
             until = conn.execute(select(_T.c.blocked_until).where(_T.c.key.in_(keys))).scalars()
@@ -94,7 +95,7 @@ class LoginThrottle:
     def record_failure(self, account: str, client: str, reason: str, *,
                        now: float | None = None) -> float:
         """Count one failure for the account and the client; returns the wait now in force."""
-        now = time.time() if now is None else now
+        now = clock() if now is None else now
         wait = 0.0
         with self.db.tx(write=True) as conn:
             for key, threshold in self._keys(account, client):
@@ -113,7 +114,7 @@ class LoginThrottle:
     def record_refusal(self, account: str, client: str, reason: str, *,
                        now: float | None = None) -> None:
         """Audit an attempt refused before the password was checked (counts nothing)."""
-        now = time.time() if now is None else now
+        now = clock() if now is None else now
         with self.db.tx(write=True) as conn:
             self._audit(conn, account, client, reason, now)
 

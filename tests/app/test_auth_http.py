@@ -194,7 +194,7 @@ def test_repeated_failures_are_throttled_then_released(app, monkeypatch):
     import services.identity.throttle as throttle
 
     clock = [1_000_000.0]
-    monkeypatch.setattr(throttle.time, "time", lambda: clock[0])
+    monkeypatch.setattr(throttle, "clock", lambda: clock[0])
     client = app.server.test_client()
     codes = [_login(client, "tina", "wrong password!!").status_code for _ in range(4)]
     assert codes == [401, 401, 401, 429]  # LOGIN_MAX_FAILURES=3
