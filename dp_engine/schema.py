@@ -105,6 +105,8 @@ class ColumnSpec:
         if not all(math.isfinite(v) for v in (lo, hi, width)) or lo >= hi or width <= 0:
             return
         n_bins = (hi - lo) / width
+        if not math.isfinite(n_bins):
+            return  # bounds too far apart for floats: bin_edges() refuses them with a message
         if n_bins > MAX_BINS:
             smallest = (hi - lo) / MAX_BINS
             raise SchemaError(
@@ -148,9 +150,11 @@ class ColumnSpec:
         width = self.bin_width if self.bin_width else (hi - lo) / 10.0
         if not (math.isfinite(width) and width > 0):
             raise SchemaError(f"Column '{self.label}' has an invalid bin width {self.bin_width}.")
-        if (hi - lo) / width > MAX_BINS:
+        if not (hi - lo) / width <= MAX_BINS:  # also when the span overflows to inf
             self._check_bin_count()  # raises with the message that says what to choose
-            raise SchemaError(f"Column '{self.label}' would have more than {MAX_BINS} bins.")
+            raise SchemaError(
+                f"Column '{self.label}': its bounds [{lo:g}, {hi:g}] are too far apart for "
+                f"histogram bins (at most {MAX_BINS:,}); set narrower public bounds.")
         n_bins = max(1, math.ceil((hi - lo) / width - 1e-9))
         return lo + width * np.arange(n_bins + 1, dtype=float)
 

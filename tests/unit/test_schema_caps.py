@@ -67,3 +67,10 @@ def test_ordinal_levels_use_their_categories_not_bins():
     spec = ColumnSpec("dose", "ordinal", lower=0, upper=1_000_000, bin_width=1,
                       categories=(0, 1_000_000))
     assert spec.category_list() == (0, 1_000_000)
+
+
+def test_bounds_too_far_apart_for_floats_are_refused_when_binned(arange_calls):
+    spec = ColumnSpec("x", "numeric", lower=-1e308, upper=1e308, bin_width=1e306)
+    with pytest.raises(SchemaError, match="too far apart"):
+        spec.bin_edges()
+    assert arange_calls == []
