@@ -19,6 +19,7 @@ from callbacks import anonymize as anonymize_callbacks
 from callbacks import data as data_callbacks
 from callbacks import explore as explore_callbacks
 from callbacks import ledger as ledger_callbacks
+from callbacks import login as login_routes
 from callbacks import shell as shell_callbacks
 from layouts import shell
 from services.config import AppConfig
@@ -43,7 +44,9 @@ def create_app(config: AppConfig | Mapping[str, Any] | None = None, *,
         meta_tags=[{"name": "viewport", "content": "width=device-width, initial-scale=1"}],
     )
     app.layout = shell.layout()
-    init_auth(app.server, cfg.as_mapping())
+    # headers, body limits and the session guard run before Dash's own hooks
+    init_auth(app.server, cfg.as_mapping(), script_hashes=app.csp_hashes)
+    login_routes.register(app.server)
     install_error_handlers(app.server)
     app.server.extensions["cohort"] = services
     register_callbacks(app, services)

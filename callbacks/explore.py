@@ -38,11 +38,8 @@ def render(services, dataset, role, view, x, group, mechanism, compare):
     raw = {"dataset": dataset, "role": role, "view": view, "x": x, "group": group,
            "mechanism": mechanism}
     try:
-        ds = services.registry.get(dataset if isinstance(dataset, str) else "")
-        if granted is not Role.OWNER and not ds.schema.confirmed:
-            return [], None, _alert(
-                "This dataset's public schema has not been confirmed by the data owner yet, "
-                "so it cannot be queried."), ROW
+        ds = services.registry.get(dataset if isinstance(dataset, str) else "",
+                                   owner=granted is Role.OWNER)
         req = parse_request(raw, granted, ds.schema)
         if compare is True and granted is Role.OWNER:
             answers = [services.releases.answer(identity, replace(req, role=r), dataset=ds)
@@ -71,10 +68,9 @@ def register_callbacks(app, services) -> None:
     def _columns(dataset):
         identity = services.identity.current()
         try:
-            ds = services.registry.get(dataset if isinstance(dataset, str) else "")
+            ds = services.registry.get(dataset if isinstance(dataset, str) else "",
+                                       owner=identity.role is Role.OWNER)
         except DPError:
-            return no_update, no_update
-        if identity.role is not Role.OWNER and not ds.schema.confirmed:
             return [], []
         return column_options(ds.schema), group_options(ds.schema)
 

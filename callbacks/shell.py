@@ -8,7 +8,7 @@ from dash import Input, Output
 
 from layouts import anonymize, data, explore, ids, ledger, shell
 from services.identity.roles import Role
-from services.identity.session import EMBEDDED_USER
+from services.identity.session import logout_token
 
 log = logging.getLogger(__name__)
 
@@ -40,5 +40,4 @@ def register_callbacks(app, services) -> None:
         identity = services.identity.current()
         path = pathname if isinstance(pathname, str) else "/"
         return (page_for(services, identity, path), shell.nav_links(identity.role, path),
-                shell.session_badge(identity.user, identity.role,
-                                    identity.authenticated and identity.user != EMBEDDED_USER))
+                shell.session_badge(identity.user, identity.role, logout_token()))

@@ -19,6 +19,11 @@ from dp_engine.errors import SchemaError
 
 Category = str | int | float | bool
 
+MAX_BINS = 1_000
+"""Most histogram bins a column may have: every bin is a noisy count, a table row and a bar."""
+MAX_CATEGORIES = 200
+"""Most categories a column may list (each is a group or a bar, with its own noise)."""
+
 
 class ColumnKind(StrEnum):
     """What a column holds; decides which statistics and distances apply."""
@@ -77,10 +82,14 @@ class ColumnSpec:
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", ColumnKind(self.kind))
         object.__setattr__(self, "role", ColumnRole(self.role))
-        if self.categories is not None:
-            object.__setattr__(self, "categories", tuple(self.categories))
         if not self.label:
             object.__setattr__(self, "label", self.name)
+        if self.categories is not None:
+            if hasattr(self.categories, "__len__") and len(self.categories) > MAX_CATEGORIES:
+                self._too_many_categories(len(self.categories))
+            object.__setattr__(self, "categories", tuple(self.categories))
+            if len(self.categories) > MAX_CATEGORIES:
+                self._too_many_categories(len(self.categories))
         codes = () if self.missing_codes is None else self.missing_codes
         if isinstance(codes, str):
             codes = (codes,)
@@ -94,6 +103,35 @@ class ColumnSpec:
                     "categories."
                 )
             object.__setattr__(self, "other_level", other)
+        if self.kind is ColumnKind.NUMERIC or (self.kind is ColumnKind.ORDINAL
+                                               and self.categories is None):
+            self._check_bin_count()
+
+    def _too_many_categories(self, n: int) -> None:
+        raise SchemaError(
+            f"Column '{self.label}' lists {n:,} categories; at most {MAX_CATEGORIES} are "
+            "allowed. Group rare values into broader categories (or 'other'), or mark the "
+            "column as free text so it is not counted by category."
+        )
+
+    def _check_bin_count(self) -> None:
+        """Refuse a bin width that makes more than MAX_BINS bins, before any bin exists."""
+        try:
+            lo, hi, width = float(self.lower), float(self.upper), float(self.bin_width)
+        except (TypeError, ValueError):
+            return  # missing or non-numeric: bounds() and bin_edges() say what is wrong
+        if not all(math.isfinite(v) for v in (lo, hi, width)) or lo >= hi or width <= 0:
+            return
+        n_bins = (hi - lo) / width
+        if not math.isfinite(n_bins):
+            return  # bounds too far apart for floats: bin_edges() refuses them with a message
+        if n_bins > MAX_BINS:
+            smallest = (hi - lo) / MAX_BINS
+            raise SchemaError(
+                f"Column '{self.label}': a bin width of {width:g} between {lo:g} and {hi:g} "
+                f"makes {math.ceil(n_bins):,} histogram bins; at most {MAX_BINS:,} are allowed. "
+                f"Choose a bin width of at least {smallest:.3g}."
+            )
 
     @property
     def display(self) -> str:
@@ -130,6 +168,11 @@ class ColumnSpec:
         width = self.bin_width if self.bin_width else (hi - lo) / 10.0
         if not (math.isfinite(width) and width > 0):
             raise SchemaError(f"Column '{self.label}' has an invalid bin width {self.bin_width}.")
+        if not (hi - lo) / width <= MAX_BINS:  # also when the span overflows to inf
+            self._check_bin_count()  # raises with the message that says what to choose
+            raise SchemaError(
+                f"Column '{self.label}': its bounds [{lo:g}, {hi:g}] are too far apart for "
+                f"histogram bins (at most {MAX_BINS:,}); set narrower public bounds.")
         n_bins = max(1, math.ceil((hi - lo) / width - 1e-9))
         return lo + width * np.arange(n_bins + 1, dtype=float)
 

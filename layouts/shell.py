@@ -57,11 +57,15 @@ def nav_links(role: Role, pathname: str) -> list[dbc.NavItem]:
     ]
 
 
-def session_badge(user: str, role: Role, can_log_out: bool) -> list:
+def session_badge(user: str, role: Role, logout_csrf: str | None) -> list:
+    """Role and user; a sign-out form (POST with the session's CSRF token) when signed in."""
     items: list = [dbc.Badge(role.label, color="light", text_color="primary", className="me-2"),
                    html.Span(user, className="text-white-50 small")]
-    if can_log_out:
-        items.append(html.A("Log out", href="/logout", className="ms-3 link-light small"))
+    if logout_csrf:
+        items.append(html.Form(
+            [dcc.Input(type="hidden", name="csrf", value=logout_csrf),
+             html.Button("Log out", type="submit", className="btn btn-link link-light btn-sm")],
+            action="/logout", method="post", className="d-inline ms-2"))
     return items
 
 

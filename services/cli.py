@@ -2,9 +2,14 @@
 
     cohort-explorer add-user NAME --role collaborator [--users-file PATH] [--password-stdin]
     cohort-explorer remove-user NAME [--users-file PATH]
+    cohort-explorer revoke-sessions NAME
+    cohort-explorer failed-logins [--limit 50]
     cohort-explorer serve [--host 127.0.0.1] [--port 8050]
 
 ``serve`` refuses a non-loopback host when no users file is configured (embedded mode).
+Changing a password (``add-user --replace``) or removing a user ends their sessions at once on
+every worker; the session and throttle tables are found through ``DATABASE_URL`` /
+``COHORT_DATA_DIR``, as the server finds them.
 """
 
 from __future__ import annotations
@@ -17,9 +22,14 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from services.config import AppConfig
+from services.identity.db import IdentityDB
 from services.identity.roles import Role
 from services.identity.session import AuthConfigError, assert_bind_allowed
+from services.identity.sessions import SessionStore
+from services.identity.throttle import LoginThrottle
 from services.identity.users import UsersFileError, add_user, remove_user
 
 
@@ -55,6 +65,12 @@ def _parser() -> argparse.ArgumentParser:
     rm.add_argument("name")
     rm.add_argument("--users-file", type=Path, default=None)
 
+    revoke = sub.add_parser("revoke-sessions", help="sign a user out everywhere")
+    revoke.add_argument("name")
+
+    failed = sub.add_parser("failed-logins", help="the audit log of failed sign-ins, newest first")
+    failed.add_argument("--limit", type=int, default=50)
+
     serve = sub.add_parser("serve", help="run the dashboard (development server)")
     serve.add_argument("--host", default=None, help="default: $HOST or 127.0.0.1")
     serve.add_argument("--port", type=int, default=None, help="default: $PORT or 8050")
@@ -71,23 +87,60 @@ def _serve(host: str | None, port: int | None) -> int:
     return 0
 
 
+def _identity_db() -> IdentityDB:
+    return IdentityDB(AppConfig.from_env().ledger_url)
+
+
+def _revoke(name: str) -> int:
+    db = _identity_db()
+    try:
+        return SessionStore(db).revoke_user(name)
+    finally:
+        db.close()
+
+
+def _failed_logins(limit: int) -> int:
+    db = _identity_db()
+    try:
+        rows = LoginThrottle(db).failed_logins(limit=max(1, limit))
+    finally:
+        db.close()
+    if not rows:
+        print("No failed sign-ins recorded.")
+    for row in rows:
+        print(f"{row.at:%Y-%m-%d %H:%M:%S} UTC  {row.client:<24} {row.user!r:<26} {row.reason}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.command == "serve":
             return _serve(args.host, args.port)
+        if args.command == "revoke-sessions":
+            print(f"Ended {_revoke(args.name)} session(s) of '{args.name}'.")
+            return 0
+        if args.command == "failed-logins":
+            return _failed_logins(args.limit)
         path = args.users_file or _default_users_file()
         if args.command == "add-user":
             record = add_user(path, args.name, args.role, _read_password(args.password_stdin),
                               replace=args.replace)
             print(f"Saved user '{record.name}' ({record.role.value}) in {path}.")
+            if args.replace:
+                print(f"Ended {_revoke(record.name)} open session(s) of '{record.name}'.")
             if os.environ.get("COHORT_USERS_FILE") != str(path):
                 print(f"Start the server with COHORT_USERS_FILE={path} and a SECRET_KEY set.")
         else:
             remove_user(path, args.name)
-            print(f"Removed user '{args.name}' from {path}.")
+            print(f"Removed user '{args.name}' from {path}; ended {_revoke(args.name)} "
+                  "open session(s).")
     except (UsersFileError, AuthConfigError) as exc:
         print(f"cohort-explorer: {exc}", file=sys.stderr)
+        return 2
+    except SQLAlchemyError as exc:
+        print(f"cohort-explorer: the session database could not be used ({exc}). Check "
+              "DATABASE_URL / COHORT_DATA_DIR.", file=sys.stderr)
         return 2
     return 0
 

@@ -9,7 +9,22 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from services.identity.limits import BodyLimits
+
 ROOT = Path(__file__).resolve().parent.parent
+_TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
+
+
+def _tristate(text: str) -> bool | None:
+    """'1'/'true' -> True, '0'/'false' -> False, 'auto' or '' -> None (decided per request)."""
+    value = text.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    if value in ("", "auto"):
+        return None
+    raise ValueError(f"Expected 1, 0 or auto, got {text!r}.")
 
 
 @dataclass(frozen=True)
@@ -27,6 +42,18 @@ class AppConfig:
     host: str = "127.0.0.1"
     port: int = 8050
     debug: bool = False
+    # -- web hardening (see docs/security.md) --
+    session_idle_minutes: float = 30.0
+    session_max_hours: float = 12.0
+    cookie_secure: bool | None = None        # None -> Secure for every request not on loopback
+    cookie_samesite: str = "Lax"
+    proxy_count: int = 0                     # reverse proxies in front (ProxyFix); 0 = none
+    hsts_seconds: int = 31_536_000
+    max_request_kb: int = 512                # request body limit for non-owners
+    login_max_failures: int = 5              # per account, before the backoff starts
+    login_client_max_failures: int = 20      # per client address
+    login_backoff_seconds: float = 30.0      # first wait; doubles per further failure ...
+    login_backoff_max_seconds: float = 900.0  # ... up to this
 
     @property
     def ledger_url(self) -> str:
@@ -40,6 +67,19 @@ class AppConfig:
             "USERS_FILE": str(self.users_file) if self.users_file else None,
             "SECRET_KEY": self.secret_key,
             "HOST": self.host,
+            "DATABASE_URL": self.ledger_url,
+            "SESSION_IDLE_MINUTES": self.session_idle_minutes,
+            "SESSION_MAX_HOURS": self.session_max_hours,
+            "SESSION_COOKIE_SECURE": self.cookie_secure,
+            "SESSION_COOKIE_SAMESITE": self.cookie_samesite,
+            "PROXY_COUNT": self.proxy_count,
+            "HSTS_SECONDS": self.hsts_seconds,
+            "BODY_LIMITS": BodyLimits.for_upload(self.max_upload_bytes,
+                                                 member=self.max_request_kb * 1024),
+            "LOGIN_MAX_FAILURES": self.login_max_failures,
+            "LOGIN_CLIENT_MAX_FAILURES": self.login_client_max_failures,
+            "LOGIN_BACKOFF_SECONDS": self.login_backoff_seconds,
+            "LOGIN_BACKOFF_MAX_SECONDS": self.login_backoff_max_seconds,
         }
 
     @classmethod
@@ -60,6 +100,17 @@ class AppConfig:
             host=env.get("HOST", "127.0.0.1"),
             port=int(env.get("PORT", "8050")),
             debug=env.get("DASH_DEBUG", "") == "1",
+            session_idle_minutes=float(env.get("COHORT_SESSION_IDLE_MINUTES", "30")),
+            session_max_hours=float(env.get("COHORT_SESSION_MAX_HOURS", "12")),
+            cookie_secure=_tristate(env.get("COHORT_COOKIE_SECURE", "auto")),
+            cookie_samesite=env.get("COHORT_COOKIE_SAMESITE", "Lax"),
+            proxy_count=int(env.get("COHORT_PROXY_COUNT", "0")),
+            hsts_seconds=int(env.get("COHORT_HSTS_SECONDS", "31536000")),
+            max_request_kb=int(env.get("COHORT_MAX_REQUEST_KB", "512")),
+            login_max_failures=int(env.get("COHORT_LOGIN_MAX_FAILURES", "5")),
+            login_client_max_failures=int(env.get("COHORT_LOGIN_CLIENT_MAX_FAILURES", "20")),
+            login_backoff_seconds=float(env.get("COHORT_LOGIN_BACKOFF_SECONDS", "30")),
+            login_backoff_max_seconds=float(env.get("COHORT_LOGIN_BACKOFF_MAX_SECONDS", "900")),
         )
 
     @classmethod

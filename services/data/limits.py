@@ -7,14 +7,17 @@ decide what the Data page puts in front of the owner (issue 13).
 
 from __future__ import annotations
 
+from dp_engine.schema import MAX_CATEGORIES as SCHEMA_MAX_CATEGORIES
+
 MAX_COLUMNS = 1_000
 """Columns per file: a schema the owner reviews row by row; exports for one study fit easily."""
 
 MAX_HEADER_BYTES = 64 * 1024
 """Length of the header row; longer is refused as too long (never cut and misread)."""
 
-MAX_CATEGORIES = 1_000
-"""Levels in one categorical column's public list (schema files and the owner's edits)."""
+MAX_CATEGORIES = SCHEMA_MAX_CATEGORIES
+"""Levels in one categorical column's public list: the schema's own cap (one number for schema
+files, the owner's edits and ColumnSpec itself)."""
 
 MAX_PROPOSED_LEVELS = 100
 """An integer code column (site, centre, ...) with more levels is proposed as an identifier."""

@@ -16,7 +16,7 @@ import pandas as pd
 
 from dp_engine.schema import ColumnKind, ColumnSpec, Schema
 from services.data.errors import DatasetError
-from services.data.limits import MAX_CATEGORIES, RARE_LEVEL_MIN
+from services.data.limits import RARE_LEVEL_MIN
 from services.data.load_report import LoadReport
 from services.data.patients import candidates
 from services.data.review import ColumnReview, DataReview, DefaultCheck
@@ -224,19 +224,6 @@ def _column(col: pd.Series, spec: ColumnSpec, tally: _Tally, filename: str) -> p
     return as_text(col, keep_numbers=kind in (ColumnKind.IDENTIFIER, ColumnKind.FREE_TEXT))
 
 
-def check_category_caps(schema: Schema, max_categories: int = MAX_CATEGORIES) -> None:
-    """Refuse a category list longer than ``max_categories`` before any column is read."""
-    for spec in schema.columns:
-        if spec.categories is not None and len(spec.categories) > max_categories:
-            raise DatasetError(
-                f"Column '{spec.name}' lists {len(spec.categories):,} categories; at most "
-                f"{max_categories:,} are accepted. Merge rare levels into 'other', or make it "
-                "an identifier or free text."
-            )
-
-
-
-
 def apply_schema(
     raw: pd.DataFrame, schema: Schema, *, filename: str, rare_level_min: int = RARE_LEVEL_MIN
 ) -> tuple[pd.DataFrame, Schema, LoadReport]:
@@ -245,7 +232,6 @@ def apply_schema(
     The report carries the owner's review (clamp counts per bound, constant and empty columns,
     rare levels of data-derived lists, rows per patient).
     """
-    check_category_caps(schema)
     absent = [name for name in schema.names if name not in raw.columns]
     if absent:
         raise DatasetError(

@@ -110,11 +110,15 @@ class DatasetRegistry:
             self._sync()
             return [e.dataset for e in self._entries.values()]
 
-    def get(self, dataset_id: str) -> Dataset:
+    def get(self, dataset_id: str, *, owner: bool = True) -> Dataset:
+        """The dataset; for a non-owner (``owner=False``) an unconfirmed one does not exist.
+
+        Unknown and unconfirmed get one answer, so a non-owner cannot probe upload names.
+        """
         with self._lock:
             self._sync()
             entry = self._entries.get(str(dataset_id))
-            if entry is None:
+            if entry is None or not (owner or entry.dataset.schema.confirmed):
                 # No list of the others: this message reaches every role, and an unconfirmed
                 # upload's id (a slug of its file name) is not theirs to see.
                 raise UnknownDatasetError(

@@ -1,46 +1,50 @@
-"""Who is asking: the embedded local owner, or a logged-in user (Flask-Login session).
+"""Who is asking: the embedded local owner, or a logged-in user with a server-side session.
 
 Two modes, chosen by configuration:
 
 - **embedded** (no users file): one local owner, no login. Only loopback clients are served,
   requests relayed by a proxy are refused, and the server refuses to bind a public address.
-- **users** (``USERS_FILE`` set): Flask-Login sessions signed with ``SECRET_KEY`` from the
-  environment. A guard runs before every route — pages, ``/_dash-*`` endpoints and assets —
-  and answers 401 (API calls) or a redirect to ``/login`` (page navigations).
+- **users** (``USERS_FILE`` set): Flask-Login over a signed cookie that holds a random session
+  id; the session itself lives in SQL (``services.identity.sessions``), so logout, a password
+  change and the idle / absolute timeouts end it on every worker at once. Hooks run before
+  every route — pages, ``/_dash-*`` endpoints and assets: first the body limit for the
+  session's role (413 before anything reads the body), then the guard (401 for API calls, a
+  redirect to ``/login`` for page navigations).
 
 The identity always comes from the server side (the session or the embedded owner), never
-from request data.
+from request data. The login and logout views are in ``callbacks/login.py``.
 """
 
 from __future__ import annotations
 
 import hashlib
-import html
 import ipaddress
 import os
 import secrets
-import threading
-import time
-from collections import defaultdict, deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
-from urllib.parse import urlsplit
 
 import flask
 import flask_login
 from flask import current_app, has_request_context, redirect, request, session
+from flask.sessions import SecureCookieSessionInterface
+from werkzeug.middleware.proxy_fix import ProxyFix
 
+from services.identity.db import MEMORY_URL, IdentityDB
+from services.identity.headers import install_security_headers
+from services.identity.limits import BodyLimits, install_body_limits
 from services.identity.roles import Role
+from services.identity.sessions import SessionPolicy, SessionStore
+from services.identity.throttle import LoginThrottle, ThrottlePolicy
 from services.identity.users import UserRecord, UsersFileError, UserStore
 
 EMBEDDED_USER = "local-owner"
 EXTENSION = "cohort_identity"
 LOGIN_ENDPOINT = "cohort_login"
 LOGOUT_ENDPOINT = "cohort_logout"
-_FAILURES_ALLOWED = 10          # failed logins per client address ...
-_FAILURE_WINDOW_S = 600.0       # ... within this window before answering 429
+COOKIE_NAME = "cohort_session"
 _MIN_SECRET_LEN = 16
 _LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
 _PROXY_HEADERS = ("X-Forwarded-For", "X-Real-IP", "Forwarded", "X-Forwarded-Host")
@@ -69,10 +73,61 @@ ANONYMOUS = Identity("anonymous", Role.THIRD_PARTY, False)
 LOCAL_OWNER = Identity(EMBEDDED_USER, Role.OWNER, True)
 
 
+@dataclass(frozen=True)
+class AuthSettings:
+    """Everything the identity layer reads from configuration (see ``from_mapping``)."""
+
+    users_file: str | None = None
+    secret_key: str | None = None
+    database_url: str = MEMORY_URL
+    session: SessionPolicy = SessionPolicy()
+    throttle: ThrottlePolicy = ThrottlePolicy()
+    limits: BodyLimits = BodyLimits()
+    cookie_secure: bool | None = None   # None: Secure unless the request is on loopback
+    cookie_samesite: str = "Lax"
+    proxy_count: int = 0
+    hsts_seconds: int = 31_536_000
+
+    @classmethod
+    def from_mapping(cls, config: Mapping[str, Any]) -> AuthSettings:
+        """Flask-style keys (``AppConfig.as_mapping``); anything missing keeps its default."""
+        c, d = dict(config or {}), cls()
+        t, s = d.throttle, d.session
+        return cls(
+            users_file=c.get("USERS_FILE") or None,
+            secret_key=c.get("SECRET_KEY") or os.environ.get("SECRET_KEY") or None,
+            database_url=c.get("DATABASE_URL") or MEMORY_URL,
+            session=SessionPolicy(
+                idle_s=float(c.get("SESSION_IDLE_MINUTES", s.idle_s / 60)) * 60,
+                absolute_s=float(c.get("SESSION_MAX_HOURS", s.absolute_s / 3600)) * 3600),
+            throttle=ThrottlePolicy(
+                account_failures=int(c.get("LOGIN_MAX_FAILURES", t.account_failures)),
+                client_failures=int(c.get("LOGIN_CLIENT_MAX_FAILURES", t.client_failures)),
+                backoff_s=float(c.get("LOGIN_BACKOFF_SECONDS", t.backoff_s)),
+                backoff_max_s=float(c.get("LOGIN_BACKOFF_MAX_SECONDS", t.backoff_max_s))),
+            limits=c.get("BODY_LIMITS") or d.limits,
+            cookie_secure=c.get("SESSION_COOKIE_SECURE"),
+            cookie_samesite=str(c.get("SESSION_COOKIE_SAMESITE") or d.cookie_samesite),
+            proxy_count=int(c.get("PROXY_COUNT") or 0),
+            hsts_seconds=int(c.get("HSTS_SECONDS", d.hsts_seconds)),
+        )
+
+
 @dataclass
-class _AuthState:
+class AuthState:
+    """The identity layer of one server: mode, users, sessions, throttle."""
+
     embedded: bool
+    settings: AuthSettings
     store: UserStore | None = None
+    db: IdentityDB | None = None
+    sessions: SessionStore | None = None
+    throttle: LoginThrottle | None = None
+
+
+def auth_state(server: flask.Flask | None = None) -> AuthState | None:
+    app = server or (current_app if has_request_context() else None)
+    return app.extensions.get(EXTENSION) if app is not None else None
 
 
 # -- loopback checks ---------------------------------------------------------------------------
@@ -92,7 +147,7 @@ def is_loopback(host: str | None) -> bool:
     return (mapped or ip).is_loopback
 
 
-def _host_name(host_header: str) -> str:
+def host_name(host_header: str) -> str:
     """'localhost:8050' -> 'localhost', '[::1]:8050' -> '::1'."""
     if host_header.startswith("["):
         return host_header[1:].split("]", 1)[0]
@@ -116,25 +171,24 @@ def assert_bind_allowed(host: str, config: Mapping[str, Any]) -> None:
 
 # -- the identity of the current request -------------------------------------------------------
 
-class _SessionUser(flask_login.UserMixin):
-    """Flask-Login's user object. The session id pins the password hash it was issued for."""
+class SessionUser(flask_login.UserMixin):
+    """Flask-Login's user: the account plus the server-side session it is signed in with."""
 
-    def __init__(self, record: UserRecord) -> None:
-        self.record = record
+    def __init__(self, record: UserRecord, sid: str, csrf: str) -> None:
+        self.record, self.sid, self.csrf = record, sid, csrf
 
     def get_id(self) -> str:
-        return f"{self.record.name}:{_fingerprint(self.record.password_hash)}"
+        return self.sid
 
 
-def _fingerprint(pw_hash: str) -> str:
+def fingerprint(pw_hash: str) -> str:
+    """Names the password a session was issued for; a new password voids the session."""
     return hashlib.sha256(pw_hash.encode()).hexdigest()[:16]
 
 
 def current_identity() -> Identity:
     """The identity of the current request, from the server session or the embedded owner."""
-    if not has_request_context():
-        return ANONYMOUS
-    state: _AuthState | None = current_app.extensions.get(EXTENSION)
+    state = auth_state()
     if state is None:
         return ANONYMOUS
     if state.embedded:
@@ -145,21 +199,57 @@ def current_identity() -> Identity:
     return ANONYMOUS
 
 
+def logout_token() -> str | None:
+    """The CSRF token the logout form must send; None when there is nobody to log out."""
+    state = auth_state()
+    if state is None or state.embedded:
+        return None
+    user = flask_login.current_user
+    return user.csrf if user is not None and user.is_authenticated else None
+
+
+def cookie_secure(settings: AuthSettings) -> bool:
+    """Whether this response's cookie is Secure: as configured, else off loopback only."""
+    if settings.cookie_secure is not None:
+        return bool(settings.cookie_secure)
+    if not has_request_context():
+        return True
+    return request.is_secure or not is_loopback(host_name(request.host or ""))
+
+
+class _CookieSessions(SecureCookieSessionInterface):
+    """Flask's signed cookie, Secure decided per request (see ``cookie_secure``)."""
+
+    def __init__(self, settings: AuthSettings) -> None:
+        self.settings = settings
+
+    def get_cookie_secure(self, app: flask.Flask) -> bool:
+        return cookie_secure(self.settings)
+
+
 # -- wiring ------------------------------------------------------------------------------------
 
-def init_auth(server: flask.Flask, config: Mapping[str, Any]) -> None:
-    """Install the embedded-mode guard, or Flask-Login with a login page and a guard on every route.
+def init_auth(server: flask.Flask, config: Mapping[str, Any], *,
+              script_hashes: Callable[[], Sequence[str]] | None = None) -> AuthState:
+    """Install headers, body limits and the embedded-mode guard, or sessions and the guard.
 
-    Raises AuthConfigError when users are configured without a usable SECRET_KEY or users file.
+    The login and logout routes are added by ``callbacks.login.register``. Raises
+    AuthConfigError when users are configured without a usable SECRET_KEY or users file.
     """
-    config = dict(config or {})
-    server.after_request(_security_headers)
-    if not users_configured(config):
-        server.extensions[EXTENSION] = _AuthState(embedded=True)
-        _guard_first(server, _embedded_guard)
-        return
+    settings = AuthSettings.from_mapping(config)
+    install_security_headers(server, hsts_seconds=settings.hsts_seconds,
+                             script_hashes=script_hashes)
+    limit_body = install_body_limits(server, settings.limits, current_identity)
+    if not settings.users_file:
+        if settings.proxy_count:
+            raise AuthConfigError("A reverse proxy (PROXY_COUNT) needs users configured. "
+                                  + HOW_TO_CONFIGURE)
+        state = AuthState(embedded=True, settings=settings)
+        server.extensions[EXTENSION] = state
+        _hooks_first(server, limit_body, _embedded_guard)
+        return state
 
-    secret = config.get("SECRET_KEY") or os.environ.get("SECRET_KEY")
+    secret = settings.secret_key
     if not secret or len(str(secret)) < _MIN_SECRET_LEN:
         raise AuthConfigError(
             "Users are configured but SECRET_KEY is missing or shorter than "
@@ -167,52 +257,78 @@ def init_auth(server: flask.Flask, config: Mapping[str, Any]) -> None:
             "SECRET_KEY=$(python -c 'import secrets; print(secrets.token_hex(32))')."
         )
     try:
-        store = UserStore(config["USERS_FILE"])
+        store = UserStore(settings.users_file)
     except (OSError, UsersFileError) as exc:
         raise AuthConfigError(f"Cannot load users: {exc}") from None
     if len(store) == 0:
         raise AuthConfigError(f"The users file {store.path} lists no users. " + HOW_TO_CONFIGURE)
 
+    db = IdentityDB(settings.database_url)
+    state = AuthState(False, settings, store, db, SessionStore(db, settings.session),
+                      LoginThrottle(db, settings.throttle))
     server.secret_key = str(secret)
+    server.session_interface = _CookieSessions(settings)
     server.config.update(
-        SESSION_COOKIE_NAME="cohort_session",
+        SESSION_COOKIE_NAME=COOKIE_NAME,
         SESSION_COOKIE_HTTPONLY=True,
-        SESSION_COOKIE_SAMESITE="Lax",
-        SESSION_COOKIE_SECURE=bool(config.get("SESSION_COOKIE_SECURE", False)),
-        PERMANENT_SESSION_LIFETIME=timedelta(hours=float(config.get("SESSION_HOURS", 12))),
+        SESSION_COOKIE_SAMESITE=settings.cookie_samesite,
+        PERMANENT_SESSION_LIFETIME=timedelta(seconds=settings.session.absolute_s),
+        REMEMBER_COOKIE_DURATION=timedelta(seconds=0),
     )
-    server.extensions[EXTENSION] = _AuthState(embedded=False, store=store)
+    if settings.proxy_count:
+        n = settings.proxy_count
+        server.wsgi_app = ProxyFix(server.wsgi_app, x_for=n, x_proto=n, x_host=n, x_port=n)
+    server.extensions[EXTENSION] = state
 
     manager = flask_login.LoginManager()
     manager.session_protection = "strong"
     manager.init_app(server)
-
-    @manager.user_loader
-    def _load(user_id: str) -> _SessionUser | None:
-        name, _, fingerprint = str(user_id).rpartition(":")
-        record = store.get(name)
-        if record is None or not secrets.compare_digest(
-                fingerprint, _fingerprint(record.password_hash)):
-            return None  # removed user or changed password: the old session is void
-        return _SessionUser(record)
-
-    throttle = _LoginThrottle()
-    server.add_url_rule("/login", LOGIN_ENDPOINT, lambda: _login_view(store, throttle),
-                        methods=["GET", "POST"])
-    server.add_url_rule("/logout", LOGOUT_ENDPOINT, _logout_view, methods=["GET", "POST"])
-    _guard_first(server, _session_guard)
+    manager.user_loader(lambda sid: load_session_user(state, sid))
+    _hooks_first(server, limit_body, _session_guard)
+    return state
 
 
-def _guard_first(server: flask.Flask, guard) -> None:
-    """Run ``guard`` before any other before-request hook (Dash's own included)."""
-    server.before_request_funcs.setdefault(None, []).insert(0, guard)
+def load_session_user(state: AuthState, sid: str) -> SessionUser | None:
+    """The signed-in user for a cookie's session id, if the session is live in the database."""
+    live = state.sessions.check(str(sid))
+    if live is None:
+        return None
+    record = state.store.get(live.user)
+    if record is None or not secrets.compare_digest(live.pw_fingerprint,
+                                                    fingerprint(record.password_hash)):
+        state.sessions.revoke(str(sid))  # removed user or changed password
+        return None
+    return SessionUser(record, str(sid), live.csrf)
+
+
+def start_session(state: AuthState, record: UserRecord) -> None:
+    """Sign ``record`` in with a fresh server-side session (no session fixation)."""
+    session.clear()
+    sid = state.sessions.create(record.name, fingerprint(record.password_hash))
+    live = state.sessions.check(sid)
+    flask_login.login_user(SessionUser(record, sid, live.csrf if live else ""))
+    session.permanent = True
+
+
+def end_session(state: AuthState) -> None:
+    """Revoke the current session on the server and clear the cookie."""
+    user = flask_login.current_user
+    if user is not None and user.is_authenticated:
+        state.sessions.revoke(user.sid)
+    flask_login.logout_user()
+    session.clear()
+
+
+def _hooks_first(server: flask.Flask, *hooks) -> None:
+    """Run ``hooks`` in this order before any other before-request hook (Dash's included)."""
+    server.before_request_funcs.setdefault(None, [])[0:0] = list(hooks)
 
 
 def _embedded_guard():
     """Embedded mode serves the machine it runs on only (no proxy, no DNS-rebinding host)."""
     relayed = any(h in request.headers for h in _PROXY_HEADERS)
     if relayed or not is_loopback(request.remote_addr) \
-            or not is_loopback(_host_name(request.host or "")):
+            or not is_loopback(host_name(request.host or "")):
         return flask.Response(
             "This dashboard runs in embedded mode (one local owner, no login) and only answers "
             "requests from this machine. " + HOW_TO_CONFIGURE + "\n",
@@ -238,107 +354,3 @@ def _session_guard():
     response.status_code = 401
     response.headers["WWW-Authenticate"] = 'Session realm="cohort-explorer"'
     return response
-
-
-def _security_headers(response: flask.Response) -> flask.Response:
-    response.headers.setdefault("X-Content-Type-Options", "nosniff")
-    response.headers.setdefault("X-Frame-Options", "DENY")
-    response.headers.setdefault("Referrer-Policy", "same-origin")
-    if "/_dash-update-component" in request.path or request.endpoint == LOGIN_ENDPOINT:
-        response.headers["Cache-Control"] = "no-store"
-    return response
-
-
-# -- login page --------------------------------------------------------------------------------
-
-class _LoginThrottle:
-    """Per-address failed-login counter (per process): slows password guessing."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._fails: dict[str, deque[float]] = defaultdict(deque)
-
-    def blocked(self, addr: str) -> bool:
-        now = time.monotonic()
-        with self._lock:
-            fails = self._fails[addr]
-            while fails and now - fails[0] > _FAILURE_WINDOW_S:
-                fails.popleft()
-            return len(fails) >= _FAILURES_ALLOWED
-
-    def fail(self, addr: str) -> None:
-        with self._lock:
-            self._fails[addr].append(time.monotonic())
-
-    def clear(self, addr: str) -> None:
-        with self._lock:
-            self._fails.pop(addr, None)
-
-
-def _safe_next(target: str | None) -> str:
-    """Only same-site relative paths; anything else (//evil, https://evil) goes to '/'."""
-    if not target or not target.startswith("/") or target.startswith(("//", "/\\")):
-        return "/"
-    parts = urlsplit(target)
-    if parts.scheme or parts.netloc or "\\" in target:
-        return "/"
-    return target
-
-
-def _login_view(store: UserStore, throttle: _LoginThrottle):
-    addr = request.remote_addr or "?"
-    error, status = "", 200
-    if request.method == "POST":
-        token = session.get("login_csrf")
-        if not token or not secrets.compare_digest(token, request.form.get("csrf", "")):
-            error, status = "Your login form expired; please try again.", 400
-        elif throttle.blocked(addr):
-            error, status = "Too many failed logins; wait a few minutes and try again.", 429
-        else:
-            record = store.verify(request.form.get("username", ""),
-                                  request.form.get("password", ""))
-            if record is not None:
-                throttle.clear(addr)
-                target = _safe_next(request.form.get("next"))
-                session.clear()  # no session fixation: start a fresh session
-                flask_login.login_user(_SessionUser(record))
-                session.permanent = True
-                return redirect(target)
-            throttle.fail(addr)
-            error, status = "Unknown user name or wrong password.", 401
-    token = secrets.token_urlsafe(32)
-    session["login_csrf"] = token
-    page = _LOGIN_HTML.format(
-        error=f'<p class="err">{html.escape(error)}</p>' if error else "",
-        csrf=html.escape(token), next=html.escape(_safe_next(request.values.get("next"))))
-    return flask.Response(page, status=status, mimetype="text/html")
-
-
-def _logout_view():
-    flask_login.logout_user()
-    session.clear()
-    return redirect(flask.url_for(LOGIN_ENDPOINT))
-
-
-_LOGIN_HTML = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Sign in · Private Cohort Explorer</title>
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<style>
-body{{font-family:system-ui,sans-serif;background:#f4f6f8;display:flex;justify-content:center;
-margin:0;padding-top:12vh}}
-form{{background:#fff;padding:2rem 2.5rem;border-radius:8px;box-shadow:0 1px 4px #0002;width:20rem}}
-h1{{font-size:1.2rem;margin:0 0 1rem}} label{{display:block;margin:.8rem 0 .2rem}}
-input[type=text],input[type=password]{{width:100%;padding:.45rem;box-sizing:border-box}}
-button{{margin-top:1.2rem;width:100%;padding:.55rem;background:#1f5f8b;color:#fff;border:0;
-border-radius:4px}} .err{{color:#a40000}}
-</style></head><body>
-<form method="post" action="login">
-<h1>Private Cohort Explorer</h1>{error}
-<label for="username">User name</label>
-<input id="username" name="username" type="text" autocomplete="username" required autofocus>
-<label for="password">Password</label>
-<input id="password" name="password" type="password" autocomplete="current-password" required>
-<input type="hidden" name="csrf" value="{csrf}"><input type="hidden" name="next" value="{next}">
-<button type="submit">Sign in</button>
-</form></body></html>
-"""

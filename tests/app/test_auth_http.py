@@ -9,7 +9,8 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from dash import Dash, Input, Output, dcc, html
 
-from services.identity.session import current_identity, init_auth
+from callbacks import login as login_routes
+from services.identity.session import current_identity, init_auth, logout_token
 from services.identity.users import add_user, remove_user
 
 PASSWORD = "a long enough password"
@@ -67,9 +68,20 @@ def app(users_file, tmp_path):
         granted = ident.role.clamp(requested)
         return f"{ident.user}:{ident.role.value}:{granted.value}"
 
-    init_auth(dash_app.server, {"USERS_FILE": str(users_file), "SECRET_KEY": SECRET})
+    init_auth(dash_app.server, {"USERS_FILE": str(users_file), "SECRET_KEY": SECRET,
+                                "DATABASE_URL": f"sqlite:///{tmp_path / 'identity.sqlite'}",
+                                "LOGIN_MAX_FAILURES": 3, "LOGIN_BACKOFF_SECONDS": 30})
+    login_routes.register(dash_app.server)
+    dash_app.server.add_url_rule("/csrf-for-test", "csrf_for_test",
+                                 lambda: {"csrf": logout_token()})
     dash_app.server.config["TESTING"] = True
     return dash_app
+
+
+def logout(client):
+    """Sign out as the page's form does: POST with the session's CSRF token."""
+    token = client.get("/csrf-for-test").json["csrf"]
+    return client.post("/logout", data={"csrf": token})
 
 
 def _call(client, method, path, **kw):
@@ -119,7 +131,7 @@ def test_login_then_every_route_opens_and_logout_closes_them(app):
     # the identity comes from the session; the forged 'owner' is clamped to the granted role
     assert res.json["response"]["out"]["children"] == "tina:third_party:third_party"
     assert res.headers["Cache-Control"] == "no-store"
-    client.get("/logout")
+    assert logout(client).status_code == 302
     assert client.post("/_dash-update-component", json=UPDATE).status_code == 401
 
 
@@ -178,15 +190,18 @@ def test_removed_user_or_changed_password_ends_the_session(app, users_file):
     assert olga.get("/_dash-layout").status_code == 401
 
 
-def test_repeated_failures_are_throttled(app, monkeypatch):
-    import services.identity.session
+def test_repeated_failures_are_throttled_then_released(app, monkeypatch):
+    import services.identity.throttle as throttle
 
-    # hashing is slow on purpose
-    monkeypatch.setattr(services.identity.session, "_FAILURES_ALLOWED", 3)
+    clock = [1_000_000.0]
+    monkeypatch.setattr(throttle, "clock", lambda: clock[0])
     client = app.server.test_client()
     codes = [_login(client, "tina", "wrong password!!").status_code for _ in range(4)]
-    assert codes == [401, 401, 401, 429]
-    assert _login(client, "tina").status_code == 429  # even the right password, for a while
+    assert codes == [401, 401, 401, 429]  # LOGIN_MAX_FAILURES=3
+    res = _login(client, "tina")
+    assert res.status_code == 429 and int(res.headers["Retry-After"]) == 30  # a wait, ...
+    clock[0] += 31
+    assert _login(client, "tina").status_code == 302  # ... never a lock-out
 
 
 def test_the_real_app_is_closed_without_a_session(users_file, tmp_path):

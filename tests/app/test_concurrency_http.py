@@ -24,6 +24,7 @@ from urllib.parse import quote
 import pytest
 
 from services.ledger.store import Ledger
+from tests.app.gunicorn_app import stop_gunicorn
 from tests.app.test_concurrency import check_ledger_consistent, check_outcomes
 from tests.app.test_concurrency_support import DATASET, ROLE, policy, request_key
 from tests.app.test_ledger import BACKENDS, backend_for, pg_backend
@@ -83,14 +84,7 @@ class Gunicorn:
         return self.request("POST", f"/charge?key={quote(key)}&user={quote(user)}")
 
     def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)  # the group this test started
-            self.proc.wait()
+        stop_gunicorn(self.proc)
 
 
 @pytest.fixture

@@ -6,13 +6,17 @@ are replaced by spies that record their calls), never on elapsed time; bench/ ha
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from dp_engine.schema import ColumnSpec, Schema
+from dp_engine.errors import SchemaError
+from dp_engine.schema import Schema
 from services.data import csv_loader, normalization, schema_inference
 from services.data.errors import DatasetError
 from services.data.limits import MAX_CATEGORIES, MAX_COLUMNS, MAX_HEADER_BYTES
 from services.data.registry import load_csv
+from services.data.schema_files import read_schema_file
 
 
 @pytest.fixture
@@ -84,11 +88,13 @@ def test_a_header_just_under_64_kb_loads_whole(calls):
     assert list(frame.columns) == names
 
 
-def test_too_many_categories_in_a_schema_are_refused_before_the_columns(calls):
-    cats = tuple(f"level{i}" for i in range(MAX_CATEGORIES + 1))
-    schema = Schema("t", (ColumnSpec("ward", "categorical", categories=cats),))
-    message = refused(b"ward\nlevel1\n", schema)
-    assert f"lists {MAX_CATEGORIES + 1:,} categories" in message
+def test_too_many_categories_in_a_schema_file_are_refused_before_the_columns(calls, tmp_path):
+    cats = [f"level{i}" for i in range(MAX_CATEGORIES + 1)]
+    path = tmp_path / "t.schema.json"
+    path.write_text(json.dumps({"name": "t", "columns": [
+        {"name": "ward", "kind": "categorical", "categories": cats}]}))
+    with pytest.raises(SchemaError, match=f"lists {MAX_CATEGORIES + 1:,} categories"):
+        read_schema_file(path)
     assert "_column" not in calls and "propose_column" not in calls
 
 

@@ -159,5 +159,8 @@ def test_an_unconfirmed_dataset_is_refused_to_non_owners(explore_app, client, se
     session.set(Role.THIRD_PARTY)
     reply = render(client, role="third_party", dataset=ds.id, group="none")
     assert reply.status == 200
-    assert "not been confirmed" in reply.message
     assert reply.figures() == []
+    # the same answer as for an id that does not exist: upload names cannot be probed
+    unknown = render(client, role="third_party", dataset="no-such-upload", group="none")
+    assert reply.message == unknown.message.replace("no-such-upload", ds.id)
+    assert "There is no dataset" in reply.message

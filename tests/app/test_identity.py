@@ -77,6 +77,8 @@ def test_load_users_reports_malformed_files(tmp_path):
 
 
 def test_cli_add_and_remove_user(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("COHORT_DATA_DIR", str(tmp_path / "var"))  # the session tables
+    monkeypatch.delenv("DATABASE_URL", raising=False)
     path = tmp_path / "users.json"
     monkeypatch.setattr("sys.stdin", io.StringIO(PASSWORD + "\n"))
     assert cli.main(["add-user", "carol", "--role", "owner", "--users-file", str(path),
