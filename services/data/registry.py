@@ -26,6 +26,10 @@ from services.data.load_report import LoadReport
 from services.data.normalization import apply_schema
 from services.data.schema_files import read_schema_file, write_schema_file
 from services.data.schema_inference import PROPOSED_NOTE, propose_schema
+from services.data.sources.base import DataSource
+from services.data.sources.duckdb_source import DuckDBSettings
+from services.data.sources.large import WarehouseSpec
+from services.data.sources.registry_large import LargeDatasets
 
 __all__ = [
     "SAMPLE_CSV", "SAMPLE_ID", "SAMPLE_SCHEMA", "Dataset", "DatasetError", "DatasetRegistry",
@@ -60,6 +64,7 @@ class Dataset:
     load_report: LoadReport
     source: str = "upload"  # "sample", "config" or "upload"
     filename: str = ""
+    data: DataSource | None = field(default=None, repr=False)  # large / warehouse: aggregates
 
     @property
     def schema_version(self) -> str:
@@ -75,7 +80,7 @@ class _Entry:
     schema_mtime: float | None = None
 
 
-class DatasetRegistry:
+class DatasetRegistry(LargeDatasets):
     """Every dataset the app can show, the sample cohort first."""
 
     def __init__(
@@ -85,8 +90,13 @@ class DatasetRegistry:
         max_upload_bytes: int = 50_000_000,
         sample: bool = True,
         extra_paths: Sequence[Path] = (),
+        large_file_bytes: int | None = None,
+        warehouse: Sequence[WarehouseSpec] = (),
+        duckdb_settings: DuckDBSettings | None = None,
     ) -> None:
         self.storage_dir = Path(storage_dir)
+        self.large_file_bytes = large_file_bytes  # above it a file becomes a DuckDB source
+        self.duckdb_settings = duckdb_settings or DuckDBSettings()
         self.max_upload_bytes = int(max_upload_bytes)
         self.problems: list[str] = []  # configured files that could not be loaded (owner-only)
         self._uploads = self.storage_dir / "uploads"
@@ -97,6 +107,8 @@ class DatasetRegistry:
             self._add_file(SAMPLE_CSV, SAMPLE_ID, "sample", read_schema_file(SAMPLE_SCHEMA))
         for path in extra_paths:
             self._add_configured(Path(path))
+        for spec in warehouse:
+            self._add_warehouse(spec)
         self._sync()
 
     # --- reading -------------------------------------------------------------------
@@ -199,6 +211,8 @@ class DatasetRegistry:
 
     def _reload(self, entry: _Entry, schema: Schema) -> Dataset:
         ds = entry.dataset
+        if ds.data is not None:
+            return self._reload_large(entry, schema)
         if entry.raw_path.suffix.lower() == ".parquet":
             frame, schema, report = apply_schema(
                 _read_parquet(entry.raw_path), schema, filename=entry.raw_path.name
@@ -211,6 +225,8 @@ class DatasetRegistry:
         return replace(ds, frame=frame, schema=schema, load_report=report)
 
     def _add_file(self, path: Path, dataset_id: str, source: str, schema: Schema | None) -> None:
+        if source != "sample" and self._is_large(path):
+            return self._add_large(path, dataset_id, source, schema)
         content = path.read_bytes()
         version = content_version(content)
         override = self._schema_path(dataset_id, version)

@@ -52,8 +52,9 @@ class DuckDBSource(SqlSource):
 
     backend = "DuckDB"
 
-    def __init__(self, parquet: Path | str, settings: DuckDBSettings = DuckDBSettings()) -> None:
+    def __init__(self, parquet: Path | str, settings: DuckDBSettings | None = None) -> None:
         self.path = str(parquet)
+        settings = settings or DuckDBSettings()
         self._lock = threading.Lock()
         self._con = duckdb.connect(config={"memory_limit": settings.memory_limit,
                                            "threads": settings.threads})
