@@ -142,6 +142,8 @@ class DatasetRegistry(LargeDatasets):
             for entry in self._entries.values():
                 if entry.dataset.version == version:
                     return entry.dataset
+            if self.large_file_bytes is not None and len(content) > self.large_file_bytes:
+                return self._add_large_upload(filename, content, version)
             frame, schema, report = load_csv(
                 content, filename=filename, schema=None, max_bytes=self.max_upload_bytes
             )
@@ -282,6 +284,8 @@ class DatasetRegistry(LargeDatasets):
             meta = json.loads(meta_path.read_text(encoding="utf-8"))
             raw_path = self._uploads / f"{version}.csv"
             schema = read_schema_file(self._schema_path(meta["id"], version))
+            if self._is_large(raw_path):
+                return self._add_large_stored(meta, raw_path, schema)
             frame, schema, report = load_csv(
                 raw_path.read_bytes(), filename=meta["filename"], schema=schema,
                 max_bytes=NO_LIMIT,

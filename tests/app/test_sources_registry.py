@@ -77,6 +77,20 @@ def test_schema_edit_of_a_large_dataset_is_applied_to_every_row(tmp_path, big_sa
     assert counts.shape == (1, 2) and int(counts.sum()) == int(ds.frame["Age"].notna().sum())
 
 
+def test_a_large_upload_is_streamed_to_parquet_and_seen_by_other_workers(tmp_path):
+    content = SAMPLE_CSV.read_bytes().replace(b",UROL,", b",RADI,")  # another file
+    reg = _registry(tmp_path)
+    ds = reg.add_upload("Big export.csv", content)
+    assert isinstance(ds.data, DuckDBSource) and ds.id == "big-export"
+    assert ds.version == content_version(content)
+    assert ds.schema.flagged_columns() or not ds.schema.confirmed  # proposed, not confirmed
+    other = _registry(tmp_path).get("big-export")  # a second worker finds it on disk
+    assert isinstance(other.data, DuckDBSource) and other.version == ds.version
+    q = AggregateQuery.count(ds.schema)
+    assert int(aggregates(other, q).counts.sum()) == 920
+    assert reg.add_upload("again.csv", content) is ds
+
+
 def test_row_reader_caps_and_samples_reproducibly(tmp_path, big_sample):
     ds = _registry(tmp_path, [big_sample]).get("cohort")
     whole = read_rows(ds, ["Age", "BPH"])

@@ -93,13 +93,13 @@ class WarehouseSpec:
     """One configured warehouse table (see the module docstring for the file format)."""
 
     id: str
-    backend: str                      # "postgres" | "spark"
+    backend: str                      # "postgres" | "spark" | "duckdb" (Parquet path)
     schema_file: Path
     table: str | None = None
     url: str | None = None            # PostgreSQL SQLAlchemy URL
     schema_name: str | None = None    # PostgreSQL schema of the table
     master: str = "local[*]"          # Spark master or Spark Connect URL
-    path: str | None = None           # Spark: a Parquet path instead of a table
+    path: str | None = None           # Spark or DuckDB: a Parquet path (glob) instead
     version: str = ""
     title: str = ""
 
@@ -126,6 +126,10 @@ class WarehouseSpec:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def open(self) -> DataSource:
+        if self.backend == "duckdb":  # a Parquet file, folder glob or data-lake path
+            if not self.path:
+                raise DatasetError(f"Warehouse '{self.id}' (duckdb) needs a Parquet path.")
+            return DuckDBSource(self.path)
         if self.backend == "postgres":
             from services.data.sources.postgres import PostgresSource
 
@@ -140,7 +144,7 @@ class WarehouseSpec:
                     f"Warehouse '{self.id}' needs pyspark: install the 'spark' extra.") from exc
             return SparkSource(table=self.table, path=self.path, master=self.master)
         raise DatasetError(f"Warehouse '{self.id}': unknown backend '{self.backend}' "
-                           "(use 'postgres' or 'spark').")
+                           "(use 'postgres', 'spark' or 'duckdb').")
 
 
 def read_warehouse_file(path: Path) -> list[WarehouseSpec]:

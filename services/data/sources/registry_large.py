@@ -56,6 +56,45 @@ class LargeDatasets:
                      _noted(big.report), source, path.name, data=big.source)
         self._entries[dataset_id] = _Entry(ds, path, self._mtime(dataset_id, big.version))  # type: ignore[attr-defined]
 
+    def _add_large_upload(self, filename: str, content: bytes, version: str) -> Any:
+        """A large upload: raw bytes stored, streamed into Parquet, schema proposed."""
+        from services.data.csv_loader import dataset_slug, mb
+        from services.data.errors import DatasetError
+        from services.data.registry import _write_json
+        from services.data.schema_files import write_schema_file
+
+        limit = self.max_upload_bytes  # type: ignore[attr-defined]
+        if len(content) > limit:
+            raise DatasetError(
+                f"'{filename}' is {mb(len(content))}, above the upload limit of {mb(limit)}. "
+                "Export fewer rows or columns, or ask the administrator to raise the limit.")
+        uploads = self.storage_dir / "uploads"
+        uploads.mkdir(parents=True, exist_ok=True)
+        raw_path = uploads / f"{version}.csv"
+        raw_path.write_bytes(content)
+        dataset_id = self._free_id(dataset_slug(filename), version)  # type: ignore[attr-defined]
+        big = open_large_csv(raw_path, self._large_store(), dataset_id, None,
+                             self.duckdb_settings)
+        schema = replace(big.schema, dataset=dataset_id, title=filename)
+        write_schema_file(self._schema_path(dataset_id, version), schema)  # type: ignore[attr-defined]
+        _write_json(uploads / f"{version}.json",
+                    {"id": dataset_id, "title": filename, "filename": filename})
+        return self._add_large_stored({"id": dataset_id, "title": filename,
+                                       "filename": filename}, raw_path, schema, big)
+
+    def _add_large_stored(self, meta: dict, raw_path: Path, schema: Schema,
+                          big: Any = None) -> Any:
+        """A stored large upload (this worker's or another's) as a DuckDB dataset."""
+        from services.data.registry import Dataset, _Entry
+
+        big = big or open_large_csv(raw_path, self._large_store(), meta["id"], schema,
+                                    self.duckdb_settings)
+        ds = Dataset(meta["id"], meta["title"], big.version, big.sample,
+                     replace(schema, dataset=meta["id"]), _noted(big.report), "upload",
+                     meta["filename"], data=big.source)
+        self._entries[ds.id] = _Entry(ds, raw_path, self._mtime(ds.id, big.version))  # type: ignore[attr-defined]
+        return ds
+
     def _reload_large(self, entry: Any, schema: Schema) -> Any:
         """Re-ingest with the edited schema (the Parquet holds values typed by the schema)."""
         ds = entry.dataset

@@ -1,14 +1,17 @@
 """Aggregate queries as SQLAlchemy Core statements, one plan for DuckDB, PostgreSQL and Spark.
 
-Each statement follows ``dp_engine.sound.aggregates`` operation by operation:
+Each statement follows ``dp_engine.sound.aggregates`` operation by operation, and groups by
+raw stored values so the engine does the heavy part (scan, arithmetic, GROUP BY) while this
+module maps the few distinct values to public positions afterwards:
 
 * a record is kept when every column it reads is present: not NULL, not NaN, not a declared
-  missing-value code, and (for categories and groups) its value is one of the public labels
-  or the column declares a catch-all level;
-* categories and groups are matched by typed value (``labels.typed_value``), never by
-  casting cells to text;
-* numeric bins: a binary search of CASE comparisons against the public edges (no arithmetic,
-  so no rounding can move a value across an edge);
+  missing-value code; for categories and groups its value must be one of the public values
+  (an IN list of typed values, ``labels.typed_value``) unless the column has a catch-all
+  level, which then takes every other value. Cells are never cast to text;
+* numeric bins (the schema's equal-width edges): p = (clamp(x) − first) · (bins / width) and
+  floor(p) as in the reference; a value within 1e-6 bin widths of an edge is returned as
+  itself and binned here by the reference's own exact rule, so no rounding can move a
+  value across an edge. Unequal edges use a binary search of CASE comparisons;
 * lattice sums: CASE clamp, minus mid, times 1/step (a power of two), half-even ``rint``,
   cast to BIGINT and summed as integers (exact in every engine);
 * candidates: ``floor((clamp(x) − lower) · s)`` clipped to [0, c − 1], plus one.
@@ -29,6 +32,7 @@ from sqlalchemy import (
     case,
     cast,
     column,
+    false,
     func,
     literal,
     not_,
@@ -36,17 +40,23 @@ from sqlalchemy import (
     or_,
     select,
     table,
-    union_all,
 )
 from sqlalchemy.sql.elements import ColumnElement, quoted_name
 
-from dp_engine.sound.aggregates import CandidateCounts, CellCounts, MomentSums, lattice_plan
+from dp_engine.sound.aggregates import (
+    CandidateCounts,
+    CellCounts,
+    MomentSums,
+    _edge_index,
+    lattice_plan,
+)
 from services.data.sources.base import DataSource
 from services.data.sources.dialects import rint
 from services.data.sources.labels import StorageKind, code_value, typed_value
 from services.data.sources.query import AggregateKind, AggregateQuery
 
 NAN = float("nan")
+EDGE_MARGIN = 1e-6  # in bin widths: values closer to an edge are binned exactly in Python
 _NULL = cast(null(), BigInteger())
 
 
@@ -65,98 +75,105 @@ def sql_table(name: str, columns: Iterable[str], schema: str | None = None):
                  schema=None if schema is None else quoted_name(schema, quote=True))
 
 
+def equal_width(edges: Sequence[float]) -> bool:
+    """Edges as the schema makes them (lower + width · k): arithmetic binning applies."""
+    widths = np.diff(np.asarray(edges, dtype=float))
+    return bool(np.allclose(widths, widths[0], rtol=1e-9, atol=0))
+
+
 class SqlPlan:
-    """Builds the statement of an AggregateQuery over one table and reads its result rows."""
+    """Builds the statement of an AggregateQuery over one table and reads its result rows.
+
+    Every statement returns rows (g, c, b, n, s1, s2): the raw group value (or 0), the cell
+    (a raw category value, a bin or candidate index), a boundary value to bin exactly (or
+    NULL), the record count, and the lattice sums of a moments query (else NULL).
+    """
 
     def __init__(self, tbl: Any, kinds: dict[str, StorageKind]) -> None:
         self.table = tbl
         self.kinds = kinds
 
     # ---- public ----------------------------------------------------------------------
-    def statement(self, query: AggregateQuery, index: int = 0):
-        """One SELECT with the uniform columns (q, g, c, n, s1, s2); NULL where unused."""
+    def statement(self, query: AggregateQuery):
+        inner = self._inner(query).subquery("rows")
+        keys = [inner.c.g, inner.c.c, inner.c.b]
         if query.kind is AggregateKind.MOMENTS:
-            return self._moments(query, index)
-        return self._cells(query, index)
-
-    def statements(self, queries: Sequence[AggregateQuery]):
-        """Every query in one statement (UNION ALL): one round trip, one engine job."""
-        parts = [self.statement(q, i) for i, q in enumerate(queries)]
-        return parts[0] if len(parts) == 1 else union_all(*parts)
-
-    def results(self, queries: Sequence[AggregateQuery], rows: Sequence[Sequence[Any]]):
-        """The aggregate dataclass of each query from the rows of ``statements``."""
-        by_query: list[list[Sequence[Any]]] = [[] for _ in queries]
-        for row in rows:
-            by_query[int(row[0])].append(row)
-        return [self.result(q, r) for q, r in zip(queries, by_query, strict=True)]
+            sums = [func.sum(inner.c.s1)]
+            sums.append(func.sum(inner.c.s2) if query.squares else _NULL)
+        else:
+            sums = [_NULL, _NULL]
+        return (select(*keys, func.count().label("n"), sums[0].label("s1"),
+                       sums[1].label("s2")).group_by(*keys))
 
     def result(self, query: AggregateQuery, rows: Sequence[Sequence[Any]]):
-        """The aggregate dataclass from rows (q, g, c, n, s1, s2) of one query."""
+        """The aggregate dataclass from the statement's rows."""
+        gmap = self._positions(query, query.group, query.group_keys) if query.group else None
+        cmap = (self._positions(query, query.column, query.categories)
+                if query.kind is AggregateKind.CELLS and query.categories is not None else None)
+        edges = query.edges_array() if query.edges is not None and query.kind is \
+            AggregateKind.CELLS and query.column is not None else None
+        shape = (query.n_groups, query.n_cells)
+        counts = np.zeros(shape, dtype=np.int64)
+        sums = np.zeros((2, query.n_groups))
+        for g, c, b, n, s1, s2 in rows:
+            gi = 0 if gmap is None else gmap(g)
+            if gi is None:
+                continue
+            if query.kind is AggregateKind.MOMENTS:
+                counts[gi, 0] += int(n)
+                sums[0, gi] += float(int(s1))
+                sums[1, gi] += float(int(s2)) if query.squares else 0.0
+                continue
+            if cmap is not None:
+                ci = cmap(c)
+            elif edges is not None and b is not None:
+                ci = int(_edge_index(edges)(np.array([float(b)]))[0])
+            else:
+                ci = min(max(int(c), 0), shape[1] - 1)
+            if ci is not None:
+                counts[gi, ci] += int(n)
         if query.kind is AggregateKind.MOMENTS:
-            count = np.zeros(query.n_groups)
-            s1 = np.zeros(query.n_groups)
-            s2 = np.zeros(query.n_groups) if query.squares else None
-            for _, g, _, n, t1, t2 in rows:
-                count[int(g)], s1[int(g)] = float(int(n)), float(int(t1))
-                if s2 is not None:
-                    s2[int(g)] = float(int(t2))
-            return MomentSums(float(query.lower), float(query.upper), count, s1, s2)
-        counts = np.zeros((query.n_groups, query.n_cells), dtype=np.int64)
-        for _, g, cell, n, _, _ in rows:
-            counts[int(g), int(cell)] = int(n)
+            return MomentSums(float(query.lower), float(query.upper), counts[:, 0].astype(float),
+                              sums[0], sums[1] if query.squares else None)
         if query.kind is AggregateKind.CANDIDATES:
             return CandidateCounts(float(query.lower), float(query.upper),
                                    int(query.n_candidates), counts)
         return CellCounts(counts)
 
     # ---- statements ----------------------------------------------------------------------
-    def _cells(self, query: AggregateQuery, index: int):
-        if query.kind is AggregateKind.CANDIDATES:
-            cell = self._candidate_cell(query)
+    def _inner(self, query: AggregateQuery):
+        """SELECT g, c, b[, s1, s2] FROM table WHERE every read column is present."""
+        g = self._col(query.group) if query.group is not None else _int(0)
+        b: ColumnElement = _NULL
+        extra: list[ColumnElement] = []
+        if query.kind is AggregateKind.MOMENTS:
+            c: ColumnElement = _NULL
+            extra = self._lattice(query)
+        elif query.kind is AggregateKind.CANDIDATES:
+            c = self._candidate_cell(query)
         elif query.column is None:
-            cell = _int(0)
+            c = _int(0)
         elif query.categories is not None:
-            cell = self._label_code(query, query.column, query.categories)
+            c = self._col(query.column)
+        elif equal_width(query.edges):
+            c, b = self._bin_arithmetic(query)
         else:
-            cell = self._edge_cell(self._number(query.column), query.edges)
-        inner = self._base(query, cell.label("c")).subquery(f"cells{index}")
-        keys = ([inner.c.g] if query.group is not None else []) + [inner.c.c]
-        g = inner.c.g if query.group is not None else _int(0)
-        return (select(_int(index).label("q"), g.label("g"), inner.c.c, func.count().label("n"),
-                       _NULL.label("s1"), _NULL.label("s2"))
-                .where(*[k.is_not(None) for k in keys])
-                .group_by(*keys))
+            c = self._edge_search(self._number(query.column), query.edges)
+        cols = [g.label("g"), c.label("c"), b.label("b"), *extra]
+        return select(*cols).select_from(self.table).where(*self._present(query))
 
-    def _moments(self, query: AggregateQuery, index: int):
+    def _lattice(self, query: AggregateQuery) -> list[ColumnElement]:
         lower, upper = float(query.lower), float(query.upper)
         mid, half = (lower + upper) / 2.0, (upper - lower) / 2.0
         grid, _ = lattice_plan(lower, upper, query.squares)
         centred = self._clamped(query) - _double(mid)
-        inner = self._base(query, centred.label("c")).subquery(f"centred{index}")
-        c = inner.c.c
-        terms = [cast(rint(c * _double(1.0 / grid["sum"])), BigInteger).label("s1")]
+        terms = [cast(rint(centred * _double(1.0 / grid["sum"])), BigInteger).label("s1")]
         if query.squares:
-            sq = (c * c - _double(half * half / 2.0)) * _double(1.0 / grid["sumsq"])
+            sq = (centred * centred - _double(half * half / 2.0)) * _double(1.0 / grid["sumsq"])
             terms.append(cast(rint(sq), BigInteger).label("s2"))
-        keys = [inner.c.g] if query.group is not None else []
-        lattice = select(*keys, *terms).select_from(inner).subquery(f"lattice{index}")
-        gkeys = [lattice.c.g] if query.group is not None else []
-        s2 = func.sum(lattice.c.s2) if query.squares else _NULL
-        stmt = select(_int(index).label("q"), (gkeys[0] if gkeys else _int(0)).label("g"),
-                      _NULL.label("c"), func.count().label("n"),
-                      func.sum(lattice.c.s1).label("s1"), s2.label("s2"))
-        if gkeys:
-            stmt = stmt.where(gkeys[0].is_not(None)).group_by(*gkeys)
-        return stmt
-
-    def _base(self, query: AggregateQuery, cell: ColumnElement):
-        """SELECT [group code AS g,] cell AS c FROM table WHERE every read column is present."""
-        cols = []
-        if query.group is not None:
-            cols.append(self._label_code(query, query.group, query.group_keys).label("g"))
-        cols.append(cell)
-        return select(*cols).select_from(self.table).where(*self._present(query))
+        else:
+            terms.append(_NULL.label("s2"))
+        return terms
 
     # ---- expressions ---------------------------------------------------------------------
     def _col(self, name: str) -> ColumnElement:
@@ -176,21 +193,52 @@ class SqlPlan:
                                  .missing_codes) if v is not None]
             if codes:
                 conds.append(not_(or_(*[col == _typed(v, kind) for v in codes])))
+        for name, labels in self._listed(query):
+            if query.rules_for(name).other_level in labels:
+                continue  # the catch-all level takes every other present value
+            col, kind = self._col(name), self.kinds[name]
+            values = [v for v in (typed_value(lab, kind) for lab in labels) if v is not None]
+            conds.append(or_(*[col == _typed(v, kind) for v in values]) if values else false())
         return conds
 
-    def _label_code(self, query: AggregateQuery, name: str,
-                    labels: Sequence[str]) -> ColumnElement:
-        """Position of the cell's value in the public ``labels`` (NULL when outside)."""
-        col, kind = self._col(name), self.kinds[name]
-        other = query.rules_for(name).other_level
-        whens = [(col == _typed(v, kind), _int(i)) for i, v in
-                 ((i, typed_value(lab, kind)) for i, lab in enumerate(labels)) if v is not None]
-        fallback = _int(list(labels).index(other)) if other in labels else null()
-        if not whens:
-            return cast(fallback, BigInteger)
-        return case(*whens, else_=fallback)
+    @staticmethod
+    def _listed(query: AggregateQuery) -> list[tuple[str, Sequence[str]]]:
+        """Columns whose values must be in a public list: the group, a category column."""
+        out = []
+        if query.group is not None:
+            out.append((query.group, query.group_keys))
+        if query.kind is AggregateKind.CELLS and query.categories is not None:
+            out.append((query.column, query.categories))
+        return out
 
-    def _edge_cell(self, x: ColumnElement, edges: Sequence[float]) -> ColumnElement:
+    def _positions(self, query: AggregateQuery, name: str, labels: Sequence[str]):
+        """Raw stored value -> position in the public ``labels`` (or the catch-all level)."""
+        kind = self.kinds[name]
+        table_ = {typed_value(lab, kind): i for i, lab in enumerate(labels)}
+        table_.pop(None, None)
+        other = query.rules_for(name).other_level
+        fallback = list(labels).index(other) if other in labels else None
+
+        def position(value: object) -> int | None:
+            if isinstance(value, bool) and kind is not StorageKind.BOOL:
+                return fallback
+            return table_.get(value, fallback)
+
+        return position
+
+    def _bin_arithmetic(self, query: AggregateQuery) -> tuple[ColumnElement, ColumnElement]:
+        """(floor(p), the value itself when it lies within EDGE_MARGIN of an edge)."""
+        edges = [float(e) for e in query.edges]
+        first, last, nb = edges[0], edges[-1], len(edges) - 1
+        x = self._number(query.column)
+        inside = case((x < _double(first), _double(first)), (x > _double(last), _double(last)),
+                      else_=x)
+        p = (inside - _double(first)) * _double(nb / (last - first))
+        frac = p - func.floor(p)
+        near = or_(frac < _double(EDGE_MARGIN), frac > _double(1.0 - EDGE_MARGIN))
+        return cast(func.floor(p), BigInteger), case((near, x), else_=cast(null(), Double()))
+
+    def _edge_search(self, x: ColumnElement, edges: Sequence[float]) -> ColumnElement:
         """Bin index by binary search over the inner edges: #{inner edges ≤ x}."""
         inner = [float(e) for e in edges[1:-1]]
 
@@ -217,28 +265,21 @@ class SqlPlan:
 
 
 class SqlSource(DataSource):
-    """A source whose aggregates are one SQL statement per batch of queries."""
+    """A source whose aggregates are SQL statements run by the engine holding the data."""
 
     _plan: SqlPlan
 
     def _fetch(self, stmt) -> list[Sequence[Any]]:
         raise NotImplementedError
 
-    def aggregate_many(self, queries: Sequence[AggregateQuery]) -> list:
-        queries = list(queries)
-        if not queries:
-            return []
-        for q in queries:
-            self.check_columns(q.columns)
-        return self._plan.results(queries, self._fetch(self._plan.statements(queries)))
+    def aggregate(self, query: AggregateQuery):
+        self.check_columns(query.columns)
+        return self._plan.result(query, self._fetch(self._plan.statement(query)))
 
     def _one(self, query: AggregateQuery):
-        return self.aggregate_many([query])[0]
+        return self.aggregate(query)
 
     cell_counts = moment_sums = candidate_counts = _one
-
-    def aggregate(self, query: AggregateQuery):
-        return self._one(query)
 
 
 def _typed(value: object, kind: StorageKind) -> ColumnElement:
@@ -247,4 +288,3 @@ def _typed(value: object, kind: StorageKind) -> ColumnElement:
     if kind is StorageKind.INT:
         return _int(value)  # type: ignore[arg-type]
     return literal(value)
-
