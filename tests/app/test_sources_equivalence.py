@@ -35,7 +35,7 @@ from services.data.sources.query import AggregateQuery, ColumnRules
 ROOT = Path(__file__).resolve().parents[2]
 PG_URL = os.environ.get("TEST_DATABASE_URL")
 PG_SCHEMA = "w1_sources_equivalence"
-BACKENDS = ("duckdb", "postgres", "spark")
+BACKENDS = ("duckdb", "duckdb_precomputed", "postgres", "spark")
 
 
 def _need(what: str, reason: str) -> None:
@@ -193,6 +193,8 @@ def dataset(request, tmp_path_factory, postgres_cleanup):
     parquet = frame_to_parquet(frame, tmp_path_factory.mktemp("pq") / "data.parquet")
     opened = {}
     factories = {"duckdb": lambda: DuckDBSource(parquet),
+                 "duckdb_precomputed": lambda: DuckDBSource(
+                     parquet, precompute_dir=parquet.parent / "precomputed"),
                  "postgres": lambda: _postgres(frame, request.param),
                  "spark": lambda: _spark(parquet)}
     memory = PandasSource(frame)

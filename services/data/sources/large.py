@@ -83,7 +83,8 @@ def open_large_csv(path: Path, store: Path, dataset_id: str, schema: Schema | No
     done = stored(store, version, schema) if schema is not None else None
     if done is None:
         done = ingest_csv(path, store, schema=schema, dataset_id=dataset_id)
-    source = DuckDBSource(done.glob, settings or DuckDBSettings())
+    source = DuckDBSource(done.glob, settings or DuckDBSettings(),
+                          precompute_dir=done.parquet / "precomputed")
     sample = source.read_rows(done.schema.names, cap=ROW_CAP).frame
     return LargeDataset(done.version, done.schema, done.report, source, sample)
 
@@ -125,11 +126,12 @@ class WarehouseSpec:
         text = f"{self.backend}|{host}|{where}|{self.version}"
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
-    def open(self) -> DataSource:
+    def open(self, precompute_dir: Path | None = None) -> DataSource:
+        """Connect; a DuckDB (Parquet) entry keeps its precomputed tables in ``precompute_dir``."""
         if self.backend == "duckdb":  # a Parquet file, folder glob or data-lake path
             if not self.path:
                 raise DatasetError(f"Warehouse '{self.id}' (duckdb) needs a Parquet path.")
-            return DuckDBSource(self.path)
+            return DuckDBSource(self.path, precompute_dir=precompute_dir)
         if self.backend == "postgres":
             from services.data.sources.postgres import PostgresSource
 

@@ -109,7 +109,7 @@ class LargeDatasets:
 
         try:
             schema = replace(read_schema_file(spec.schema_file), dataset=spec.id)
-            source = spec.open()
+            source = spec.open(self.storage_dir / "precomputed" / spec.identity)
             present = [n for n in schema.names if n in source.storage_kinds()]
             sample = source.read_rows(present, cap=ROW_CAP)
         except (OSError, DPError) as exc:

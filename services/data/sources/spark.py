@@ -91,6 +91,14 @@ class SparkSource(SqlSource):
     def storage_kinds(self) -> dict[str, StorageKind]:
         return dict(self._kinds)
 
+    def aggregate_many(self, queries):
+        """Several aggregates as concurrent Spark jobs (each job's fixed cost overlaps)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        queries = list(queries)
+        with ThreadPoolExecutor(max_workers=min(4, max(1, len(queries)))) as pool:
+            return list(pool.map(self.aggregate, queries))
+
     def _fetch(self, stmt) -> list:
         sql, params = compile_sql(stmt, self._dialect)
         return [tuple(r) for r in self.spark.sql(sql, args=params).collect()]

@@ -89,20 +89,25 @@ class SqlPlan:
     NULL), the record count, and the lattice sums of a moments query (else NULL).
     """
 
-    def __init__(self, tbl: Any, kinds: dict[str, StorageKind]) -> None:
+    def __init__(self, tbl: Any, kinds: dict[str, StorageKind],
+                 weight: str | None = None) -> None:
         self.table = tbl
         self.kinds = kinds
+        self.weight = weight  # a column of record counts (precomputed tables), else None
 
     # ---- public ----------------------------------------------------------------------
     def statement(self, query: AggregateQuery):
         inner = self._inner(query).subquery("rows")
         keys = [inner.c.g, inner.c.c, inner.c.b]
+        w = inner.c.w if self.weight is not None else None
         if query.kind is AggregateKind.MOMENTS:
-            sums = [func.sum(inner.c.s1)]
-            sums.append(func.sum(inner.c.s2) if query.squares else _NULL)
+            sums = [func.sum(inner.c.s1 if w is None else inner.c.s1 * w)]
+            sums.append((func.sum(inner.c.s2 if w is None else inner.c.s2 * w))
+                        if query.squares else _NULL)
         else:
             sums = [_NULL, _NULL]
-        return (select(*keys, func.count().label("n"), sums[0].label("s1"),
+        n = func.count() if w is None else func.sum(w)
+        return (select(*keys, n.label("n"), sums[0].label("s1"),
                        sums[1].label("s2")).group_by(*keys))
 
     def result(self, query: AggregateQuery, rows: Sequence[Sequence[Any]]):
@@ -160,6 +165,8 @@ class SqlPlan:
         else:
             c = self._edge_search(self._number(query.column), query.edges)
         cols = [g.label("g"), c.label("c"), b.label("b"), *extra]
+        if self.weight is not None:
+            cols.append(self._col(self.weight).label("w"))
         return select(*cols).select_from(self.table).where(*self._present(query))
 
     def _lattice(self, query: AggregateQuery) -> list[ColumnElement]:
