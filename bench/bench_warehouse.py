@@ -165,7 +165,7 @@ def open_source(backend: str, key: str, glob: str, pg_url: str | None):
         from services.data.sources.postgres import PostgresSource
         return PostgresSource(pg_url, load_postgres(pg_url, key, glob), schema=PG_SCHEMA)
     from services.data.sources.spark import SparkSource
-    return SparkSource(path=glob.rsplit("/", 1)[0], master="local[2]",
+    return SparkSource(path=glob, master="local[2]",
                        conf={"spark.sql.shuffle.partitions": "2",
                              "spark.driver.memory": "2g"})
 
@@ -277,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.time()
     globs = prepare(sizes)
     schema = read_schema_file(SAMPLE_SCHEMA)
-    lines = ["## Warehouse scale (issue 14)", "", header_markdown(), "",
+    lines = ["# Warehouse scale (issue 14)", "", header_markdown(), "",
              "Command: `python -m bench.bench_warehouse " + " ".join(argv or sys.argv[1:]) + "`",
              "", "Uncached view latency, median (min) of "
              f"{args.repeats} calls, seconds:", ""]

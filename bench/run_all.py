@@ -25,6 +25,7 @@ SUITES: dict[str, tuple[str, Callable[[BenchConfig], list[Table]]]] = {
     "callbacks": ("Explore page latency (issue 4)", bench_callbacks.run),
 }
 ANONYMIZE_RESULTS = BENCH_DIR / "RESULTS_anonymize.md"
+WAREHOUSE_RESULTS = BENCH_DIR / "RESULTS_warehouse.md"  # bench/bench_warehouse.py (long run)
 
 
 def _run_suite(name: str, config: BenchConfig) -> tuple[list[Table], str | None]:
@@ -83,6 +84,9 @@ def render(
     if ANONYMIZE_RESULTS.exists():
         parts += ["## Anonymization page (bench/RESULTS_anonymize.md)", ""]
         parts += [_demote_headings(ANONYMIZE_RESULTS.read_text()), ""]
+    if WAREHOUSE_RESULTS.exists():
+        parts += ["## Warehouse scale (bench/RESULTS_warehouse.md)", ""]
+        parts += [_demote_headings(WAREHOUSE_RESULTS.read_text()), ""]
     return "\n".join(parts).rstrip() + "\n"
 
 

@@ -18,7 +18,7 @@ import os
 import shutil
 import warnings
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import BinaryIO
 
@@ -133,8 +133,7 @@ def ingest_csv(path: Path, dest: Path, *, schema: Schema | None = None,
     tmp = dest / f".ingest-{os.getpid()}-{id(head)}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    tally: dict[str, dict[str, int]] = {"missing": {}, "dropped": {}, "clamped": {},
-                                        "open_ended": {}}
+    tally: dict[str, dict[str, int]] = {}  # every per-column count of the load report
     rows, notes, types = 0, list(head.warnings), None
     con = duckdb.connect(config={"memory_limit": "1GB", "threads": 2})
     try:
@@ -147,8 +146,9 @@ def ingest_csv(path: Path, dest: Path, *, schema: Schema | None = None,
                 frame, schema, report = apply_schema(chunk, schema, filename=path.name)
                 types = _write_part(con, frame, tmp / f"part-{i:05d}.parquet", types)
                 rows += report.rows
-                for key in tally:
-                    _merge(tally[key], getattr(report, key))
+                for key, counts in vars(report).items():
+                    if isinstance(counts, dict):
+                        _merge(tally.setdefault(key, {}), counts)
                 notes.extend(w for w in report.warnings if w not in notes)
             version = reader.finish()
     except BaseException:
@@ -204,13 +204,16 @@ def _write_part(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame, out: Path,
 
 
 def _write_meta(folder: Path, report: LoadReport) -> None:
-    (folder / "ingest.json").write_text(json.dumps(asdict(report), indent=2), encoding="utf-8")
+    plain = {k: v for k, v in vars(report).items()
+             if isinstance(v, str | int | float | dict | tuple | list)}
+    (folder / "ingest.json").write_text(json.dumps(plain, indent=2), encoding="utf-8")
 
 
 def read_meta(folder: Path) -> LoadReport:
     data = json.loads((Path(folder) / "ingest.json").read_text(encoding="utf-8"))
     data["warnings"] = tuple(data.get("warnings", ()))
-    return LoadReport(**data)
+    known = {f.name for f in fields(LoadReport)}
+    return LoadReport(**{k: v for k, v in data.items() if k in known})
 
 
 def frame_to_parquet(frame: pd.DataFrame, out: Path) -> Path:
