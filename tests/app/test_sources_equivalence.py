@@ -166,7 +166,8 @@ def _spark(parquet: Path):
     try:
         from services.data.sources.spark import SparkSource
         return SparkSource(path=str(parquet), master="local[2]",
-                           conf={"spark.sql.shuffle.partitions": "1"})
+                           conf={"spark.sql.shuffle.partitions": "1",
+                                 "spark.sql.adaptive.enabled": "false"})
     except ImportError as exc:
         _need("pyspark", f"pyspark is not installed ({exc})")
 
