@@ -26,6 +26,7 @@ SUITES: dict[str, tuple[str, Callable[[BenchConfig], list[Table]]]] = {
 }
 ANONYMIZE_RESULTS = BENCH_DIR / "RESULTS_anonymize.md"
 SECURITY_RESULTS = BENCH_DIR / "RESULTS_security.md"  # python -m bench.bench_security
+WAREHOUSE_RESULTS = BENCH_DIR / "RESULTS_warehouse.md"  # bench/bench_warehouse.py (long run)
 
 
 def _run_suite(name: str, config: BenchConfig) -> tuple[list[Table], str | None]:
@@ -87,6 +88,9 @@ def render(
     if SECURITY_RESULTS.exists():
         parts += ["## Security refusals (bench/RESULTS_security.md)", ""]
         parts += [_demote_headings(SECURITY_RESULTS.read_text()), ""]
+    if WAREHOUSE_RESULTS.exists():
+        parts += ["## Warehouse scale (bench/RESULTS_warehouse.md)", ""]
+        parts += [_demote_headings(WAREHOUSE_RESULTS.read_text()), ""]
     return "\n".join(parts).rstrip() + "\n"
 
 

@@ -1,7 +1,8 @@
 """Generate the synthetic PI-RADS cohort (920 prostate MRI reports, every attribute of Table 2).
 
 No real patient is behind any row: every value is drawn from a seeded generator so the file
-is rebuilt byte for byte (`python sample_data/generate.py [out.csv]`). The distributions are
+is rebuilt byte for byte (`python sample_data/generate.py [out.csv] [--rows N] [--seed S]`;
+any n is written in blocks, so 1e8 rows need no more memory than 1e6). The distributions are
 chosen so the PyDPLib figures look alike: ages mostly 50-80, high PI-RADS scores most frequent
 in the 60s-70s, Gleason rising with PI-RADS, BPH rising with age, some missing values and a few
 rare categories. Booleans and missing values are written in the mixed styles of a real export.
@@ -9,10 +10,10 @@ rare categories. Booleans and missing values are written in the mixed styles of 
 
 from __future__ import annotations
 
+import argparse
 import csv
 import io
 import sys
-from datetime import date, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -130,10 +131,18 @@ def _follow_up(rng: np.random.Generator, pirads: np.ndarray, gleason: np.ndarray
     return out
 
 
-def generate(seed: int = SEED, n: int = N_ROWS) -> list[list[str]]:
-    """The cohort as rows of CSV cells (strings), sorted by examination date."""
-    rng = np.random.default_rng(seed)
-    start = date(2017, 1, 2)
+CHUNK_ROWS = 1_000_000  # rows generated and written at a time (memory stays flat in n)
+ID_POOL = 900_000  # six-digit pseudonyms: enough for one chunk drawn without replacement
+START, END = np.datetime64("2017-01-02"), np.datetime64("2018-12-31")
+
+
+def _chunk(rng: np.random.Generator, n: int, ids: np.ndarray | None) -> list[np.ndarray]:
+    """The columns of ``n`` reports as arrays of CSV cells (str), sorted by examination date.
+
+    ``ids`` None: six-digit pseudonyms drawn without replacement (the sample's scheme).
+    Every draw happens in the same order as in the first, row-by-row version of this script,
+    so the 920-row sample is unchanged byte for byte.
+    """
     exam_day = np.sort(rng.integers(0, 728, n))
     age = _ages(rng, n)
     pirads = _pirads(rng, age)
@@ -144,7 +153,8 @@ def generate(seed: int = SEED, n: int = N_ROWS) -> list[list[str]]:
     bph = rng.random(n) < p_bph
     prior_turp = bph & (rng.random(n) < 0.22)
     planned_turp = bph & ~prior_turp & (rng.random(n) < 0.06)
-    ids = rng.choice(np.arange(100_000, 1_000_000), size=n, replace=False)
+    if ids is None:
+        ids = rng.choice(np.arange(100_000, 100_000 + ID_POOL), size=n, replace=False)
     dept = _pick(rng, DEPARTMENTS, DEPARTMENT_P, n)
     physician = _pick(rng, PHYSICIANS, PHYSICIAN_P, n)
     prostatitis = _pick(rng, PROSTATITIS, PROSTATITIS_P, n)
@@ -161,38 +171,77 @@ def generate(seed: int = SEED, n: int = N_ROWS) -> list[list[str]]:
     )}
     follow_na_style = rng.random(n) < 0.4
 
-    rows = []
-    for i in range(n):
-        exam = start + timedelta(days=int(exam_day[i]))
-        modified = min(exam + timedelta(days=int(modified_lag[i])), date(2018, 12, 31))
-        pi = "" if (no_pirads[i] or miss["PIRADS score"][i]) else str(int(pirads[i]))
-        if no_pirads[i] or miss["Number_of_Lesions"][i]:
-            les = ""
-        elif lesions[i] > 3 and lesion_as_text[i]:
-            les = ">3"
+    last = int((END - START).astype(int))
+    exam_day_mod = np.minimum(exam_day + modified_lag, last)
+    age_text = _TENTHS[np.rint(age * 10).astype(np.int64)]  # one decimal, as f"{age:.1f}"
+    no_pi = no_pirads | miss["PIRADS score"]
+    no_les = no_pirads | miss["Number_of_Lesions"]
+    turp = np.where(prior_turp, "yes", np.where(planned_turp, "planned", "no")).astype(object)
+    follow_cell = np.where(miss["Follow up"], np.where(follow_na_style, "n/a", ""), follow)
+    return [
+        np.asarray(list(map(str, ids.tolist())), dtype=object),
+        _blank(dept, miss["Department"]),
+        physician,
+        _DAYS[exam_day_mod],
+        _blank(age_text, miss["Age"]),
+        _YEARS[exam_day],
+        _blank(_text(gleason), gleason == 0),
+        np.where(no_pirads, "True", "False").astype(object),
+        follow_cell.astype(object),
+        _blank(_text(pirads), no_pi),
+        np.where(no_les, "", np.where((lesions > 3) & lesion_as_text, ">3",
+                                      _text(lesions))).astype(object),
+        _blank(prostatitis, miss["Prostatitis"]),
+        _blank(np.where(bph, "yes", "no").astype(object), miss["BPH"]),
+        np.where(miss["Primary"], "NA", primary).astype(object),
+        _blank(therapy, miss["Therapy"]),
+        _blank(turp, miss["TURP"]),
+    ]
+
+
+def _text(values: np.ndarray) -> np.ndarray:
+    """Small whole numbers (0-99) as decimal text, by table look-up (object array of str)."""
+    return _SMALL[np.asarray(values, dtype=np.int64)]
+
+
+# Look-up tables: formatting millions of cells one by one would dominate the run time.
+_SMALL = np.asarray([str(i) for i in range(100)], dtype=object)
+_TENTHS = np.asarray([f"{i // 10}.{i % 10}" for i in range(1000)], dtype=object)
+_DAYS = np.asarray([str(START + np.timedelta64(d, "D")) for d in range(int((END - START)
+                    .astype(int)) + 1)], dtype=object)
+_YEARS = np.asarray([d[:4] for d in _DAYS], dtype=object)
+
+
+def _blank(cells: np.ndarray, missing: np.ndarray) -> np.ndarray:
+    return np.where(missing, "", cells).astype(object)
+
+
+def chunks(seed: int = SEED, n: int = N_ROWS):
+    """The cohort in blocks of at most CHUNK_ROWS rows, each a list of column arrays.
+
+    Up to CHUNK_ROWS rows: one block from ``default_rng(seed)`` (the sample's stream). Beyond:
+    block i draws from ``default_rng([seed, i])`` and uses sequential pseudonyms shuffled
+    within the block (10 000 000 + row number), so any n is unique, deterministic per seed and
+    written without holding more than one block; rows are sorted by date within each block.
+    """
+    if n < 0:
+        raise ValueError("The number of rows must be zero or more.")
+    if n <= CHUNK_ROWS:
+        if n > ID_POOL:
+            rng = np.random.default_rng(seed)
+            yield _chunk(rng, n, 10_000_000 + rng.permutation(n))
         else:
-            les = str(int(lesions[i]))
-        turp = "yes" if prior_turp[i] else ("planned" if planned_turp[i] else "no")
-        follow_cell = ("n/a" if follow_na_style[i] else "") if miss["Follow up"][i] else follow[i]
-        rows.append([
-            str(int(ids[i])),
-            "" if miss["Department"][i] else dept[i],
-            physician[i],
-            modified.isoformat(),
-            "" if miss["Age"][i] else f"{age[i]:.1f}",
-            str(exam.year),
-            str(int(gleason[i])) if gleason[i] else "",
-            "True" if no_pirads[i] else "False",
-            follow_cell,
-            pi,
-            les,
-            "" if miss["Prostatitis"][i] else prostatitis[i],
-            "" if miss["BPH"][i] else ("yes" if bph[i] else "no"),
-            "NA" if miss["Primary"][i] else primary[i],
-            "" if miss["Therapy"][i] else therapy[i],
-            "" if miss["TURP"][i] else turp,
-        ])
-    return rows
+            yield _chunk(np.random.default_rng(seed), n, None)
+        return
+    for i, start in enumerate(range(0, n, CHUNK_ROWS)):
+        size = min(CHUNK_ROWS, n - start)
+        rng = np.random.default_rng([seed, i])
+        yield _chunk(rng, size, 10_000_000 + start + rng.permutation(size))
+
+
+def generate(seed: int = SEED, n: int = N_ROWS) -> list[list[str]]:
+    """The cohort as rows of CSV cells (strings); for large n prefer ``write_csv``."""
+    return [list(row) for block in chunks(seed, n) for row in zip(*block, strict=True)]
 
 
 def to_csv_bytes(rows: list[list[str]]) -> bytes:
@@ -203,11 +252,31 @@ def to_csv_bytes(rows: list[list[str]]) -> bytes:
     return buf.getvalue().encode("utf-8")
 
 
+def write_csv(out: Path, seed: int = SEED, n: int = N_ROWS) -> int:
+    """Stream the cohort to ``out`` block by block (atomic: written beside it, then renamed)."""
+    out = Path(out)
+    tmp = out.with_name(f".{out.name}.partial")
+    rows = 0
+    with tmp.open("w", encoding="utf-8", newline="") as fh:
+        writer = csv.writer(fh, lineterminator="\n")
+        writer.writerow(COLUMNS)
+        for block in chunks(seed, n):
+            writer.writerows(zip(*block, strict=True))
+            rows += len(block[0])
+    tmp.replace(out)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    out = Path(args[0]) if args else OUT
-    out.write_bytes(to_csv_bytes(generate()))
-    print(f"wrote {N_ROWS} rows to {out}")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", nargs="?", type=Path, default=OUT, help=f"default: {OUT.name}")
+    parser.add_argument("--rows", type=int, default=N_ROWS, help=f"default: {N_ROWS}")
+    parser.add_argument("--seed", type=int, default=SEED, help=f"default: {SEED}")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.rows < 0:
+        parser.error("--rows must be zero or more")
+    rows = write_csv(args.out, args.seed, args.rows)
+    print(f"wrote {rows} rows to {args.out}")
     return 0
 
 

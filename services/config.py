@@ -39,6 +39,9 @@ class AppConfig:
     renewal_days: int | None = None
     max_upload_bytes: int = 50_000_000
     dataset_paths: tuple[Path, ...] = ()
+    large_file_bytes: int = 50_000_000       # files above it are queried with DuckDB (Parquet)
+    warehouse_file: Path | None = None       # JSON list of PostgreSQL / Spark tables
+    duckdb_memory: str = "512MB"             # DuckDB memory limit per worker process
     host: str = "127.0.0.1"
     port: int = 8050
     debug: bool = False
@@ -97,6 +100,9 @@ class AppConfig:
             if env.get("COHORT_BUDGET_RENEWAL_DAYS") else None,
             max_upload_bytes=int(float(env.get("COHORT_MAX_UPLOAD_MB", "50")) * 1_000_000),
             dataset_paths=paths,
+            large_file_bytes=int(float(env.get("COHORT_LARGE_FILE_MB", "50")) * 1_000_000),
+            warehouse_file=Path(env["COHORT_WAREHOUSE"]) if env.get("COHORT_WAREHOUSE") else None,
+            duckdb_memory=env.get("COHORT_DUCKDB_MEMORY", "512MB"),
             host=env.get("HOST", "127.0.0.1"),
             port=int(env.get("PORT", "8050")),
             debug=env.get("DASH_DEBUG", "") == "1",
@@ -124,4 +130,6 @@ class AppConfig:
         known = {k: v for k, v in config.items() if k in cls.__dataclass_fields__}
         if "data_dir" in known:
             known["data_dir"] = Path(known["data_dir"])
+        if known.get("warehouse_file"):
+            known["warehouse_file"] = Path(known["warehouse_file"])
         return replace(base, **known)

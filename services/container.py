@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from services.config import AppConfig
 from services.data.registry import DatasetRegistry
+from services.data.sources.options import large_dataset_options
 from services.identity.session import Identity, current_identity
 from services.ledger.policy import BudgetPolicy
 from services.ledger.store import Ledger
@@ -33,7 +34,8 @@ def build_services(config: AppConfig, *, seed: int | None = None) -> Services:
     config.data_dir.mkdir(parents=True, exist_ok=True)
     registry = DatasetRegistry(config.data_dir / "datasets",
                                max_upload_bytes=config.max_upload_bytes,
-                               extra_paths=config.dataset_paths)
+                               extra_paths=config.dataset_paths,
+                               **large_dataset_options(config))
     policy = BudgetPolicy.from_mapping({**dict(config.budgets),
                                         **({"renewal_days": config.renewal_days}
                                            if config.renewal_days else {})})

@@ -27,6 +27,10 @@ from services.data.load_report import LoadReport
 from services.data.normalization import apply_schema
 from services.data.schema_files import read_schema_file, write_schema_file
 from services.data.schema_inference import PROPOSED_NOTE, propose_schema
+from services.data.sources.base import DataSource
+from services.data.sources.duckdb_source import DuckDBSettings
+from services.data.sources.large import WarehouseSpec
+from services.data.sources.registry_large import LargeDatasets
 
 __all__ = [
     "SAMPLE_CSV", "SAMPLE_ID", "SAMPLE_SCHEMA", "Dataset", "DatasetError", "DatasetRegistry",
@@ -61,6 +65,7 @@ class Dataset:
     load_report: LoadReport
     source: str = "upload"  # "sample", "config" or "upload"
     filename: str = ""
+    data: DataSource | None = field(default=None, repr=False)  # large / warehouse: aggregates
 
     @property
     def schema_version(self) -> str:
@@ -76,7 +81,7 @@ class _Entry:
     schema_mtime: float | None = None
 
 
-class DatasetRegistry:
+class DatasetRegistry(LargeDatasets):
     """Every dataset the app can show, the sample cohort first."""
 
     def __init__(
@@ -88,8 +93,13 @@ class DatasetRegistry:
         extra_paths: Sequence[Path] = (),
         max_columns: int = MAX_COLUMNS,
         rare_level_min: int = RARE_LEVEL_MIN,
+        large_file_bytes: int | None = None,
+        warehouse: Sequence[WarehouseSpec] = (),
+        duckdb_settings: DuckDBSettings | None = None,
     ) -> None:
         self.storage_dir = Path(storage_dir)
+        self.large_file_bytes = large_file_bytes  # above it a file becomes a DuckDB source
+        self.duckdb_settings = duckdb_settings or DuckDBSettings()
         self.max_upload_bytes = int(max_upload_bytes)
         self.max_columns = int(max_columns)
         self.rare_level_min = int(rare_level_min)  # see services.data.limits.RARE_LEVEL_MIN
@@ -102,6 +112,8 @@ class DatasetRegistry:
             self._add_file(SAMPLE_CSV, SAMPLE_ID, "sample", read_schema_file(SAMPLE_SCHEMA))
         for path in extra_paths:
             self._add_configured(Path(path))
+        for spec in warehouse:
+            self._add_warehouse(spec)
         self._sync()
 
     # --- reading -------------------------------------------------------------------
@@ -139,6 +151,8 @@ class DatasetRegistry:
             for entry in self._entries.values():
                 if entry.dataset.version == version:
                     return entry.dataset
+            if self.large_file_bytes is not None and len(content) > self.large_file_bytes:
+                return self._add_large_upload(filename, content, version)
             frame, schema, report = self._load(content, filename, None, self.max_upload_bytes)
             dataset_id = self._free_id(dataset_slug(filename), version)
             schema = replace(schema, dataset=dataset_id, title=filename)
@@ -224,6 +238,8 @@ class DatasetRegistry:
 
     def _reload(self, entry: _Entry, schema: Schema) -> Dataset:
         ds = entry.dataset
+        if ds.data is not None:
+            return self._reload_large(entry, schema)
         if entry.raw_path.suffix.lower() == ".parquet":
             frame, schema, report = apply_schema(
                 _read_parquet(entry.raw_path), schema, filename=entry.raw_path.name,
@@ -236,6 +252,8 @@ class DatasetRegistry:
         return replace(ds, frame=frame, schema=schema, load_report=report)
 
     def _add_file(self, path: Path, dataset_id: str, source: str, schema: Schema | None) -> None:
+        if source != "sample" and self._is_large(path):
+            return self._add_large(path, dataset_id, source, schema)
         content = path.read_bytes()
         version = content_version(content)
         override = self._schema_path(dataset_id, version)
@@ -290,6 +308,8 @@ class DatasetRegistry:
             meta = json.loads(meta_path.read_text(encoding="utf-8"))
             raw_path = self._uploads / f"{version}.csv"
             schema = read_schema_file(self._schema_path(meta["id"], version))
+            if self._is_large(raw_path):
+                return self._add_large_stored(meta, raw_path, schema)
             frame, schema, report = self._load(raw_path.read_bytes(), meta["filename"], schema,
                                                NO_LIMIT)
         except (OSError, KeyError, ValueError):

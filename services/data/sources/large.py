@@ -1,0 +1,160 @@
+"""Large files and warehouse tables as registry datasets: a DataSource plus a capped sample.
+
+Above ``large_file_bytes`` a CSV is streamed into Parquet once (``ingest``) and queried with
+DuckDB; the process keeps only a seeded sample of at most ``ROW_CAP`` rows as the dataset's
+``frame`` for the row-based pages (paper mode, the anonymizer), which say so. The file's
+version (SHA-256 of its bytes) is remembered by size and modification time, so a restart or
+another worker does not hash gigabytes again.
+
+Warehouse sources (PostgreSQL, Spark) come from a JSON file named by ``COHORT_WAREHOUSE``::
+
+    [{"id": "mri-reports", "backend": "postgres", "url_env": "WAREHOUSE_URL",
+      "table": "mri_reports", "schema_name": "radiology",
+      "schema_file": "mri_reports.schema.json", "version": "2026-11-01"},
+     {"id": "network", "backend": "spark", "master": "spark://spark-master:7077",
+      "table": "warehouse.mri_reports", "schema_file": "network.schema.json"}]
+
+``url_env`` names an environment variable holding the URL (keeps passwords out of files;
+``url`` is accepted too). ``version`` must change when the table's content changes: cached
+answers are reused per version.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from dp_engine.schema import Schema
+from services.data.errors import DatasetError
+from services.data.load_report import LoadReport
+from services.data.sources.base import ROW_CAP, DataSource
+from services.data.sources.duckdb_source import DuckDBSettings, DuckDBSource
+from services.data.sources.ingest import HASH_BLOCK, ingest_csv, stored
+
+_version_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class LargeDataset:
+    """What the registry needs to list a dataset it does not hold in memory."""
+
+    version: str
+    schema: Schema
+    report: LoadReport
+    source: DataSource
+    sample: pd.DataFrame = field(repr=False)
+
+
+def cached_version(path: Path, cache_dir: Path) -> str:
+    """SHA-256 version of a file, computed once per (size, mtime) and remembered on disk."""
+    st = path.stat()
+    key = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}"
+    cache = cache_dir / "versions.json"
+    with _version_lock:
+        try:
+            known = json.loads(cache.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            known = {}
+        if key in known:
+            return str(known[key])
+        sha = hashlib.sha256()
+        with path.open("rb") as fh:
+            while chunk := fh.read(HASH_BLOCK):
+                sha.update(chunk)
+        known[key] = sha.hexdigest()[:16]
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_name(f".versions.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(known, indent=1), encoding="utf-8")
+        os.replace(tmp, cache)
+        return str(known[key])
+
+
+def open_large_csv(path: Path, store: Path, dataset_id: str, schema: Schema | None,
+                   settings: DuckDBSettings | None = None) -> LargeDataset:
+    """The file as a DuckDB source (ingested on first use) and its capped sample."""
+    version = cached_version(path, store)
+    done = stored(store, version, schema) if schema is not None else None
+    if done is None:
+        done = ingest_csv(path, store, schema=schema, dataset_id=dataset_id)
+    source = DuckDBSource(done.glob, settings or DuckDBSettings(),
+                          precompute_dir=done.parquet / "precomputed")
+    sample = source.read_rows(done.schema.names, cap=ROW_CAP).frame
+    return LargeDataset(done.version, done.schema, done.report, source, sample)
+
+
+@dataclass(frozen=True)
+class WarehouseSpec:
+    """One configured warehouse table (see the module docstring for the file format)."""
+
+    id: str
+    backend: str                      # "postgres" | "spark" | "duckdb" (Parquet path)
+    schema_file: Path
+    table: str | None = None
+    url: str | None = None            # PostgreSQL SQLAlchemy URL
+    schema_name: str | None = None    # PostgreSQL schema of the table
+    master: str = "local[*]"          # Spark master or Spark Connect URL
+    path: str | None = None           # Spark or DuckDB: a Parquet path (glob) instead
+    version: str = ""
+    title: str = ""
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], base: Path) -> WarehouseSpec:
+        d = dict(d)
+        if d.get("url_env"):
+            d["url"] = os.environ.get(str(d.pop("url_env")))
+        known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
+        try:
+            spec = cls(**known)
+        except TypeError as exc:
+            raise DatasetError(f"A warehouse entry is incomplete ({exc}).") from exc
+        schema_file = Path(spec.schema_file)
+        return cls(**{**known, "schema_file": schema_file if schema_file.is_absolute()
+                      else base / schema_file})
+
+    @property
+    def identity(self) -> str:
+        """The dataset version: what the table is, never the password in its URL."""
+        where = self.path or f"{self.schema_name or ''}.{self.table}"
+        host = (self.url or self.master).rpartition("@")[2]
+        text = f"{self.backend}|{host}|{where}|{self.version}"
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def open(self, precompute_dir: Path | None = None) -> DataSource:
+        """Connect; a DuckDB (Parquet) entry keeps its precomputed tables in ``precompute_dir``."""
+        if self.backend == "duckdb":  # a Parquet file, folder glob or data-lake path
+            if not self.path:
+                raise DatasetError(f"Warehouse '{self.id}' (duckdb) needs a Parquet path.")
+            return DuckDBSource(self.path, precompute_dir=precompute_dir)
+        if self.backend == "postgres":
+            from services.data.sources.postgres import PostgresSource
+
+            if not self.url or not self.table:
+                raise DatasetError(f"Warehouse '{self.id}' needs a URL and a table name.")
+            return PostgresSource(self.url, self.table, schema=self.schema_name)
+        if self.backend == "spark":
+            try:
+                from services.data.sources.spark import SparkSource
+            except ImportError as exc:
+                raise DatasetError(
+                    f"Warehouse '{self.id}' needs pyspark: install the 'spark' extra.") from exc
+            return SparkSource(table=self.table, path=self.path, master=self.master)
+        raise DatasetError(f"Warehouse '{self.id}': unknown backend '{self.backend}' "
+                           "(use 'postgres', 'spark' or 'duckdb').")
+
+
+def read_warehouse_file(path: Path) -> list[WarehouseSpec]:
+    """The configured warehouse tables; DatasetError naming what is wrong."""
+    try:
+        entries = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise DatasetError(f"The warehouse file '{path}' could not be read ({exc}).") from exc
+    if not isinstance(entries, list):
+        raise DatasetError(f"The warehouse file '{path}' must hold a JSON list of tables.")
+    return [WarehouseSpec.from_dict(e, Path(path).parent) for e in entries]
