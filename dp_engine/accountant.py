@@ -25,8 +25,11 @@ def _fmt(x: float) -> str:
 
 
 def fits(spent: float, epsilon: float, limit: float | None) -> bool:
-    """Does a charge of ``epsilon`` fit a limit (None = unlimited) with ``spent`` used?"""
-    if limit is None:
+    """Does a charge of ``epsilon`` fit a limit (None = unlimited) with ``spent`` used?
+
+    A charge of 0 (nothing new released) always fits, even past a limit lowered since.
+    """
+    if limit is None or epsilon <= 0:
         return True
     return spent + epsilon <= limit + TOLERANCE * max(limit, 1.0)
 

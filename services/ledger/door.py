@@ -113,6 +113,7 @@ class _Spend:
     user_spent: float = 0.0
     loss: float = 0.0
     unsound_loss: float = 0.0
+    at: datetime | None = None      # when the figures were read (after the locks)
 
 
 def _period(ledger: Ledger, row: Mapping[str, Any] | None,
@@ -152,19 +153,26 @@ def read_spend(ledger: Ledger, conn: Connection, role: Role, dataset_id: str, us
     return spend
 
 
-def _lock_spend(ledger: Ledger, conn: Connection, role: Role, dataset_id: str, user: str,
-                at: datetime) -> _Spend:
-    """The same figures with the dataset row, then the budget row, locked (in that order)."""
+def _lock_spend(ledger: Ledger, conn: Connection, role: Role, dataset_id: str,
+                user: str) -> _Spend:
+    """The same figures with the dataset row, then the budget row, locked (in that order).
+
+    ``at`` is read once both locks are held, so every row this transaction writes is later
+    than the budget's period start, whoever created the budget row while we waited.
+    """
     db = ledger.db
     spend = _Spend(Role(role), str(dataset_id), str(user))
+    first = ledger_db.now()
     d = conn.execute(db.lock_row(_DATASETS, {"dataset_id": spend.dataset_id},
-                                 {"first_release_at": at, "loss": 0.0, "unsound_loss": 0.0})
+                                 {"first_release_at": first, "loss": 0.0, "unsound_loss": 0.0})
                      ).mappings().one()
     spend.loss, spend.unsound_loss = float(d["loss"]), float(d["unsound_loss"])
     b = conn.execute(db.lock_row(_BUDGETS, {"role": spend.role.value,
                                             "dataset_id": spend.dataset_id},
-                                 {"first_charge_at": at, "period_start": at, "spent": 0.0})
+                                 {"first_charge_at": first, "period_start": first,
+                                  "spent": 0.0})
                      ).mappings().one()
+    spend.at = at = max(ledger_db.now(), aware(b["first_charge_at"]))
     spend.spent, spend.period_start, spend.renews_at = _period(ledger, b, at)
     spend.user_spent = _user_spent(conn, spend)
     return spend
@@ -389,10 +397,12 @@ def _commit(ledger: Ledger, source: PlanSource, draws: _Draws, user: str,
     With no answer in ``draws`` (a refusal whose figures depend on freshly released inputs)
     only the inputs are recorded, and None is returned.
     """
-    key, plan, at = source.key, draws.plan, ledger_db.now()
+    key, plan = source.key, draws.plan
     refusal: BudgetExceededError | None = None
     with ledger.db.tx(write=True) as conn:
-        spend = _lock_spend(ledger, conn, key.payer, key.dataset_id, user, at)
+        spend = _lock_spend(ledger, conn, key.payer, key.dataset_id, user)
+        at = spend.at
+        assert at is not None
         twin = find_served(conn, key)
         if twin is not None:     # stored while we computed: serve it, charge nothing
             deliver(conn, int(twin["id"]), user, key.payer, channel, at)

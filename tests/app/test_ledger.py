@@ -60,26 +60,6 @@ def backend_for(kind: str, tmp_path) -> Iterator[tuple[str, str | None]]:
         yield from pg_backend()
 
 
-@pytest.fixture(params=BACKENDS)
-def backend(request, tmp_path) -> Iterator[tuple[str, str | None]]:
-    yield from backend_for(request.param, tmp_path)
-
-
-@pytest.fixture
-def make_ledger(backend):
-    opened: list[Ledger] = []
-
-    def make(policy: BudgetPolicy | None = None) -> Ledger:
-        url, schema = backend
-        led = Ledger(url, policy or BudgetPolicy(), schema=schema)
-        opened.append(led)
-        return led
-
-    yield make
-    for led in opened:
-        led.close()
-
-
 def charge(led: Ledger, key: str = "q1", *, role: Role = Role.COLLABORATOR, eps=0.5,
            dataset: str = "ds", version: str = "v1", tier: int | None = None,
            user: str = "alice", answer_: dict | None = None, nestable: bool = False,
