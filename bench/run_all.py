@@ -25,6 +25,7 @@ SUITES: dict[str, tuple[str, Callable[[BenchConfig], list[Table]]]] = {
     "callbacks": ("Explore page latency (issue 4)", bench_callbacks.run),
 }
 ANONYMIZE_RESULTS = BENCH_DIR / "RESULTS_anonymize.md"
+DOOR_RESULTS = bench_callbacks.DOOR_RESULTS  # `python -m bench.bench_callbacks --base REV`
 
 
 def _run_suite(name: str, config: BenchConfig) -> tuple[list[Table], str | None]:
@@ -80,6 +81,8 @@ def render(
         parts += [table.markdown() for table in tables]
         if error:
             parts += ["```", error.rstrip(), "```", ""]
+    if DOOR_RESULTS.exists():
+        parts += [DOOR_RESULTS.read_text().rstrip(), ""]
     if ANONYMIZE_RESULTS.exists():
         parts += ["## Anonymization page (bench/RESULTS_anonymize.md)", ""]
         parts += [_demote_headings(ANONYMIZE_RESULTS.read_text()), ""]

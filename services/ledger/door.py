@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, func, insert, or_, select, update
+from sqlalchemy import Connection, bindparam, func, insert, or_, select, update
 from sqlalchemy.exc import OperationalError
 
 from dp_engine import accountant
@@ -91,11 +91,15 @@ def to_release(row: Mapping[str, Any]) -> StoredRelease:
     )
 
 
+_SERVED = select(_RELEASES).where(_RELEASES.c.dataset_version == bindparam("version"),
+                                  _RELEASES.c.query_key == bindparam("query_key"),
+                                  _RELEASES.c.tier == bindparam("tier"))
+
+
 def find_served(conn: Connection, key: ReleaseKey) -> Mapping[str, Any] | None:
-    r = _RELEASES.c
-    return conn.execute(select(_RELEASES).where(
-        r.dataset_version == key.dataset_version, r.query_key == key.served_key,
-        r.tier == int(key.tier))).mappings().first()
+    """The paying role's stored copy of this answer, or None."""
+    return conn.execute(_SERVED, {"version": key.dataset_version, "query_key": key.served_key,
+                                  "tier": int(key.tier)}).mappings().first()
 
 
 # -- spend and status --------------------------------------------------------------------------
@@ -137,19 +141,44 @@ def _user_spent(conn: Connection, spend: _Spend) -> float:
     return float(conn.execute(stmt).scalar_one())
 
 
+def _spend_statement():
+    """One SELECT for a (role, dataset, user)'s spend and the dataset's loss, built once."""
+    b, d, r = _BUDGETS.c, _DATASETS.c, _RELEASES.c
+    role, dataset_id, user = bindparam("role"), bindparam("dataset_id"), bindparam("user")
+
+    def budget(col):
+        return select(col).where(b.role == role, b.dataset_id == dataset_id).scalar_subquery()
+
+    def dataset(col):
+        return select(col).where(d.dataset_id == dataset_id).scalar_subquery()
+
+    return select(
+        budget(b.first_charge_at).label("first_charge_at"),
+        budget(b.period_start).label("period_start"), budget(b.spent).label("spent"),
+        dataset(d.loss).label("loss"), dataset(d.unsound_loss).label("unsound_loss"),
+        select(func.coalesce(func.sum(r.epsilon), 0.0)).where(
+            r.dataset_id == dataset_id, r.role == role, r.user_name == user, r.dp.is_(True),
+            r.created_at >= budget(b.period_start)).scalar_subquery().label("user_spent"),
+    )
+
+
+_SPEND = _spend_statement()
+
+
 def read_spend(ledger: Ledger, conn: Connection, role: Role, dataset_id: str, user: str,
                at: datetime) -> _Spend:
-    """Spend of (role, dataset), of the user inside it, and the dataset's loss (no locks)."""
+    """Spend of (role, dataset), of the user inside it, and the dataset's loss: one statement,
+    no locks."""
     spend = _Spend(Role(role), str(dataset_id), str(user))
-    b = conn.execute(select(_BUDGETS).where(
-        _BUDGETS.c.role == spend.role.value,
-        _BUDGETS.c.dataset_id == spend.dataset_id)).mappings().first()
-    spend.spent, spend.period_start, spend.renews_at = _period(ledger, b, at)
-    d = conn.execute(select(_DATASETS.c.loss, _DATASETS.c.unsound_loss).where(
-        _DATASETS.c.dataset_id == spend.dataset_id)).first()
-    if d is not None:
-        spend.loss, spend.unsound_loss = float(d.loss), float(d.unsound_loss)
-    spend.user_spent = _user_spent(conn, spend)
+    row = conn.execute(_SPEND, {"role": spend.role.value, "dataset_id": spend.dataset_id,
+                                "user": spend.user}).mappings().one()
+    charged = row["first_charge_at"] is not None
+    spend.spent, spend.period_start, spend.renews_at = _period(ledger, row if charged else None,
+                                                               at)
+    if charged and spend.period_start == aware(row["period_start"]):
+        spend.user_spent = float(row["user_spent"])   # else: nothing charged this period
+    spend.loss = float(row["loss"] or 0.0)
+    spend.unsound_loss = float(row["unsound_loss"] or 0.0)
     return spend
 
 
