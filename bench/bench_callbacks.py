@@ -438,7 +438,7 @@ def compare_with_base(config: BenchConfig, rev: str = DOOR_BASE) -> list[Table]:
     from bench.common import ROOT, fmt_ratios
 
     table = Table(
-        DOOR_TITLE,
+        "Explore render callback, server side: before and after",
         ["cohort", "role", "view", f"uncached before ({rev})", "uncached after",
          "after / before", f"cached before ({rev})", "cached after", "after / before"],
         key_columns=3,
@@ -487,10 +487,10 @@ def write_door_results(tables: list[Table], command: str, results: Path) -> str:
         header_markdown(), "", *[t.markdown() for t in tables]]).rstrip() + "\n"
     DOOR_RESULTS.write_text(section)
     text = results.read_text() if results.exists() else "# Benchmark results\n"
-    start = text.find(f"## {DOOR_TITLE}")
-    if start >= 0:
-        end = text.find("\n## ", start + 1)
-        text = text[:start] + (text[end + 1:] if end >= 0 else "")
+    found = text.find(f"\n## {DOOR_TITLE}\n")
+    if found >= 0:                      # replace the section an earlier run wrote
+        end = text.find("\n## ", found + 1)
+        text = text[:found + 1] + (text[end + 1:] if end >= 0 else "")
     anchor = text.find("## Anonymization page")
     text = (text.rstrip() + "\n\n" + section if anchor < 0
             else text[:anchor] + section + "\n" + text[anchor:])
