@@ -26,7 +26,7 @@ from services.ledger.models import datasets as _DATASETS
 from services.ledger.models import deliveries as _DELIVERIES
 from services.ledger.models import releases as _RELEASES
 from services.ledger.models import tiers as _TIERS
-from services.ledger.plan import InternalSpec, PlanSource
+from services.ledger.plan import InternalSpec, PlanSource, ReleaseKey
 from services.ledger.policy import BudgetPolicy
 from services.ledger.records import (
     AccountStatus,
@@ -96,6 +96,13 @@ class Ledger:
         return door.release_internal(self, spec, dataset_id=dataset_id,
                                      dataset_version=dataset_version, payer=payer,
                                      rng=rng or _default_rng)
+
+    def lookup(self, key: ReleaseKey) -> StoredRelease | None:
+        """The paying role's stored answer for ``key`` (read only: no delivery is logged;
+        serve it through ``release`` or log it with ``log_delivery``)."""
+        with self.db.tx(write=False) as conn:
+            row = door.find_served(conn, key)
+        return None if row is None else door.to_release(row)
 
     def internal(self, dataset_version: str, key: str) -> Release | None:
         """A stored internal release (public once released), or None; never computes."""

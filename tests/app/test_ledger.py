@@ -83,6 +83,9 @@ def test_release_is_stored_and_an_identical_request_is_served_uncharged(make_led
     assert again.answer == {"value": 12.25, "ci": [10.0, 14.5]}
     assert spent(led) == 0.5 and again.status.role.spent == 0.5
     assert [(r.epsilon, r.dp) for r in led.releases()] == [(0.5, True)]
+    stored = led.lookup(toy_plan("q1").key)
+    assert stored.id == first.release_id and stored.answer == again.answer
+    assert led.lookup(toy_plan("q1", role=Role.THIRD_PARTY).key) is None   # per paying role
     assert led.dataset_loss("ds") == 0.5 and check_invariants(led) == []
 
 
