@@ -13,11 +13,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from dp_engine.errors import BudgetExceededError, InvalidEpsilonError
-from dp_engine.sound.validation import check_epsilon
 
 TOLERANCE = 1e-9
 """Relative slack (of the limit, or of 1 for limits below 1) when comparing a float sum of
 charges to a limit, so 50 charges of 0.1 fit a budget of 5 and 0.1 + 0.2 fits 0.3."""
+
+
+def check_epsilon(epsilon: object) -> float:
+    """ε of one release: a finite number > 0 (the sound engine's rule, imported on use so the
+    ledger's worker processes do not load numpy and scipy for it)."""
+    from dp_engine.sound.validation import check_epsilon as check
+
+    return check(epsilon)
 
 
 def _fmt(x: float) -> str:

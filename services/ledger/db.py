@@ -3,7 +3,7 @@
 SQLite (a file, embedded) or PostgreSQL (several workers share one ledger). A write transaction
 takes SQLite's write lock up front (``BEGIN IMMEDIATE``), queued on a file lock so waiting
 writers are woken at once instead of polling; on PostgreSQL writers serialize on row locks
-(see ``lock_row``).
+(the door's locking upserts, services/ledger/sql.py).
 """
 
 from __future__ import annotations
@@ -101,20 +101,6 @@ class Database:
         """INSERT ... ON CONFLICT DO NOTHING."""
         ins = pg_insert if self.dialect == "postgresql" else sqlite_insert
         return ins(table).values(**values).on_conflict_do_nothing()
-
-    def lock_row(self, table: Table, keys: dict[str, Any], defaults: dict[str, Any]):
-        """An upsert whose no-op update takes the row lock and returns the row (one round trip).
-
-        PostgreSQL waits for any other holder and then sees its committed values; on SQLite
-        the transaction already holds the database's write lock.
-        """
-        ins = pg_insert if self.dialect == "postgresql" else sqlite_insert
-        stmt = ins(table).values(**keys, **defaults)
-        first = next(iter(keys))
-        return stmt.on_conflict_do_update(
-            index_elements=[table.c[k] for k in keys],
-            set_={first: stmt.excluded[first]},
-        ).returning(*table.c)
 
     @contextmanager
     def _write_lock(self) -> Iterator[None]:

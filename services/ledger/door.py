@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, bindparam, func, insert, or_, select, update
+from sqlalchemy import Connection
 from sqlalchemy.exc import OperationalError
 
 from dp_engine import accountant
@@ -34,11 +34,6 @@ from dp_engine.errors import BudgetExceededError, DPError
 from services.identity.roles import Role
 from services.ledger import db as ledger_db
 from services.ledger.db import aware
-from services.ledger.models import budgets as _BUDGETS
-from services.ledger.models import datasets as _DATASETS
-from services.ledger.models import deliveries as _DELIVERIES
-from services.ledger.models import releases as _RELEASES
-from services.ledger.models import tiers as _TIERS
 from services.ledger.plan import InternalSpec, PlanSource, ReleaseKey, ReleasePlan, RngFactory
 from services.ledger.records import (
     AccountStatus,
@@ -49,6 +44,7 @@ from services.ledger.records import (
     StoredRelease,
     UserStatus,
 )
+from services.ledger.sql import Statements, statements
 
 if TYPE_CHECKING:
     from dp_engine.sound.release import Release
@@ -91,15 +87,15 @@ def to_release(row: Mapping[str, Any]) -> StoredRelease:
     )
 
 
-_SERVED = select(_RELEASES).where(_RELEASES.c.dataset_version == bindparam("version"),
-                                  _RELEASES.c.query_key == bindparam("query_key"),
-                                  _RELEASES.c.tier == bindparam("tier"))
-
-
 def find_served(conn: Connection, key: ReleaseKey) -> Mapping[str, Any] | None:
     """The paying role's stored copy of this answer, or None."""
-    return conn.execute(_SERVED, {"version": key.dataset_version, "query_key": key.served_key,
-                                  "tier": int(key.tier)}).mappings().first()
+    return conn.execute(_sql(conn).served, {
+        "p_version": key.dataset_version, "p_query_key": key.served_key,
+        "p_tier": int(key.tier)}).mappings().first()
+
+
+def _sql(conn: Connection) -> Statements:
+    return statements(conn.dialect.name)
 
 
 # -- spend and status --------------------------------------------------------------------------
@@ -132,37 +128,11 @@ def _period(ledger: Ledger, row: Mapping[str, Any] | None,
 
 
 def _user_spent(conn: Connection, spend: _Spend) -> float:
-    r = _RELEASES.c
-    stmt = select(func.coalesce(func.sum(r.epsilon), 0.0)).where(
-        r.dataset_id == spend.dataset_id, r.role == spend.role.value,
-        r.user_name == spend.user, r.dp.is_(True))
-    if spend.period_start is not None:
-        stmt = stmt.where(r.created_at >= spend.period_start)
-    return float(conn.execute(stmt).scalar_one())
-
-
-def _spend_statement():
-    """One SELECT for a (role, dataset, user)'s spend and the dataset's loss, built once."""
-    b, d, r = _BUDGETS.c, _DATASETS.c, _RELEASES.c
-    role, dataset_id, user = bindparam("role"), bindparam("dataset_id"), bindparam("user")
-
-    def budget(col):
-        return select(col).where(b.role == role, b.dataset_id == dataset_id).scalar_subquery()
-
-    def dataset(col):
-        return select(col).where(d.dataset_id == dataset_id).scalar_subquery()
-
-    return select(
-        budget(b.first_charge_at).label("first_charge_at"),
-        budget(b.period_start).label("period_start"), budget(b.spent).label("spent"),
-        dataset(d.loss).label("loss"), dataset(d.unsound_loss).label("unsound_loss"),
-        select(func.coalesce(func.sum(r.epsilon), 0.0)).where(
-            r.dataset_id == dataset_id, r.role == role, r.user_name == user, r.dp.is_(True),
-            r.created_at >= budget(b.period_start)).scalar_subquery().label("user_spent"),
-    )
-
-
-_SPEND = _spend_statement()
+    """The user's DP charges inside (role, dataset) since the period started."""
+    assert spend.period_start is not None
+    return float(conn.execute(_sql(conn).user_spent, {
+        "p_dataset_id": spend.dataset_id, "p_role": spend.role.value, "p_user": spend.user,
+        "p_since": spend.period_start}).scalar_one())
 
 
 def read_spend(ledger: Ledger, conn: Connection, role: Role, dataset_id: str, user: str,
@@ -170,8 +140,9 @@ def read_spend(ledger: Ledger, conn: Connection, role: Role, dataset_id: str, us
     """Spend of (role, dataset), of the user inside it, and the dataset's loss: one statement,
     no locks."""
     spend = _Spend(Role(role), str(dataset_id), str(user))
-    row = conn.execute(_SPEND, {"role": spend.role.value, "dataset_id": spend.dataset_id,
-                                "user": spend.user}).mappings().one()
+    row = conn.execute(_sql(conn).spend, {"p_role": spend.role.value,
+                                          "p_dataset_id": spend.dataset_id,
+                                          "p_user": spend.user}).mappings().one()
     charged = row["first_charge_at"] is not None
     spend.spent, spend.period_start, spend.renews_at = _period(ledger, row if charged else None,
                                                                at)
@@ -189,22 +160,25 @@ def _lock_spend(ledger: Ledger, conn: Connection, role: Role, dataset_id: str,
     ``at`` is read once both locks are held, so every row this transaction writes is later
     than the budget's period start, whoever created the budget row while we waited.
     """
-    db = ledger.db
+    sql = _sql(conn)
     spend = _Spend(Role(role), str(dataset_id), str(user))
     first = ledger_db.now()
-    d = conn.execute(db.lock_row(_DATASETS, {"dataset_id": spend.dataset_id},
-                                 {"first_release_at": first, "loss": 0.0, "unsound_loss": 0.0})
-                     ).mappings().one()
+    d = _lock_dataset(conn, spend.dataset_id, first)
     spend.loss, spend.unsound_loss = float(d["loss"]), float(d["unsound_loss"])
-    b = conn.execute(db.lock_row(_BUDGETS, {"role": spend.role.value,
-                                            "dataset_id": spend.dataset_id},
-                                 {"first_charge_at": first, "period_start": first,
-                                  "spent": 0.0})
-                     ).mappings().one()
+    b = conn.execute(sql.lock_budget, {
+        "p_role": spend.role.value, "p_dataset_id": spend.dataset_id,
+        "p_first_charge_at": first, "p_period_start": first, "p_spent": 0.0}).mappings().one()
     spend.at = at = max(ledger_db.now(), aware(b["first_charge_at"]))
     spend.spent, spend.period_start, spend.renews_at = _period(ledger, b, at)
     spend.user_spent = _user_spent(conn, spend)
     return spend
+
+
+def _lock_dataset(conn: Connection, dataset_id: str, at: datetime) -> Mapping[str, Any]:
+    """Lock (creating it) the dataset's row: every release on the dataset takes it first."""
+    return conn.execute(_sql(conn).lock_dataset, {
+        "p_dataset_id": dataset_id, "p_first_release_at": at, "p_loss": 0.0,
+        "p_unsound_loss": 0.0}).mappings().one()
 
 
 def status_of(ledger: Ledger, spend: _Spend) -> AccountStatus:
@@ -257,14 +231,10 @@ class _Snapshot:
 
 def _read_snapshot(ledger: Ledger, conn: Connection, key: ReleaseKey,
                    specs: Sequence[InternalSpec], user: str, at: datetime) -> _Snapshot:
-    t = _TIERS.c
-    wanted = [s.store_key for s in specs]
-    cond = t.query_key == key.query_key
-    if wanted:
-        cond = or_(cond, (t.query_key.in_(wanted)) & (t.tier == 0))
     snap = _Snapshot(read_spend(ledger, conn, key.payer, key.dataset_id, user, at))
-    for qk, tier, payload in conn.execute(select(t.query_key, t.tier, t.payload_json).where(
-            t.dataset_version == key.dataset_version, cond)):
+    for qk, tier, payload in conn.execute(_sql(conn).snapshot, {
+            "p_version": key.dataset_version, "p_query_key": key.query_key,
+            "p_internal": [s.store_key for s in specs]}):
         if qk == key.query_key:
             snap.tiers[int(tier)] = payload
         else:
@@ -274,9 +244,10 @@ def _read_snapshot(ledger: Ledger, conn: Connection, key: ReleaseKey,
 
 def deliver(conn: Connection, release_id: int, user: str, role: Role, channel: str,
              at: datetime) -> None:
-    conn.execute(insert(_DELIVERIES).values(release_id=release_id, delivered_at=at,
-                                            user_name=str(user), role=Role(role).value,
-                                            channel=str(channel)))
+    """Log that a stored answer was handed to ``user`` (free)."""
+    conn.execute(_sql(conn).deliver, {
+        "p_release_id": int(release_id), "p_delivered_at": at, "p_user_name": str(user),
+        "p_role": Role(role).value, "p_channel": str(channel)[:32]})
 
 
 def _cached(ledger: Ledger, row: Mapping[str, Any], spend: _Spend) -> Served:
@@ -410,11 +381,12 @@ def _retry_busy(ledger: Ledger, fn):
 def _insert_tier(ledger: Ledger, conn: Connection, key: ReleaseKey, query_key: str, tier: int,
                  rel: Release, *, epsilon: float, loss: float, refined_from: int | None,
                  dp: bool, at: datetime) -> None:
-    stored = conn.execute(ledger.db.insert_ignore(
-        _TIERS, created_at=at, dataset_id=key.dataset_id, dataset_version=key.dataset_version,
-        query_key=query_key, tier=int(tier), mechanism=str(rel.mechanism)[:100],
-        epsilon=float(epsilon), dataset_loss=float(loss), refined_from=refined_from, dp=dp,
-        payload_json=dumps(rel.to_dict())).returning(_TIERS.c.id)).first()
+    stored = conn.execute(_sql(conn).insert_tier, {
+        "p_created_at": at, "p_dataset_id": key.dataset_id,
+        "p_dataset_version": key.dataset_version, "p_query_key": query_key, "p_tier": int(tier),
+        "p_mechanism": str(rel.mechanism)[:100], "p_epsilon": float(epsilon),
+        "p_dataset_loss": float(loss), "p_refined_from": refined_from, "p_dp": dp,
+        "p_payload_json": dumps(rel.to_dict())}).first()
     if stored is None:
         raise _Raced(query_key)
 
@@ -471,9 +443,8 @@ def _unsound(draws: _Draws) -> float:
 
 
 def _add_loss(conn: Connection, dataset_id: str, loss: float, unsound: float) -> None:
-    d = _DATASETS.c
-    conn.execute(update(_DATASETS).where(d.dataset_id == dataset_id).values(
-        loss=d.loss + loss, unsound_loss=d.unsound_loss + unsound))
+    conn.execute(_sql(conn).add_loss, {"p_dataset_id": dataset_id, "p_loss": float(loss),
+                                       "p_unsound": float(unsound)})
 
 
 def _record(ledger: Ledger, conn: Connection, draws: _Draws, spend: _Spend, growth: float,
@@ -487,16 +458,17 @@ def _record(ledger: Ledger, conn: Connection, draws: _Draws, spend: _Spend, grow
                      refined_from=refined_from, dp=plan.dp, at=at)
     assert draws.final is not None and draws.answer is not None
     recorded = plan.cost if plan.dp else float(draws.final.epsilon)
-    served_id = conn.execute(insert(_RELEASES).values(
-        created_at=at, user_name=str(user), role=key.payer.value, dataset_id=key.dataset_id,
-        dataset_version=key.dataset_version, query_key=key.served_key, tier=int(key.tier),
-        mechanism=str(plan.mechanism)[:100], epsilon=recorded,
-        dataset_loss=growth if plan.dp else _unsound(draws), dp=plan.dp,
-        answer_json=dumps(draws.answer)).returning(_RELEASES.c.id)).scalar_one()
-    b = _BUDGETS.c
-    conn.execute(update(_BUDGETS).where(b.role == key.payer.value,
-                                        b.dataset_id == key.dataset_id)
-                 .values(spent=spend.spent + plan.cost, period_start=spend.period_start))
+    sql = _sql(conn)
+    served_id = conn.execute(sql.insert_served, {
+        "p_created_at": at, "p_user_name": str(user), "p_role": key.payer.value,
+        "p_dataset_id": key.dataset_id, "p_dataset_version": key.dataset_version,
+        "p_query_key": key.served_key, "p_tier": int(key.tier),
+        "p_mechanism": str(plan.mechanism)[:100], "p_epsilon": recorded,
+        "p_dataset_loss": growth if plan.dp else _unsound(draws), "p_dp": plan.dp,
+        "p_answer_json": dumps(draws.answer)}).scalar_one()
+    conn.execute(sql.charge, {"p_role": key.payer.value, "p_dataset_id": key.dataset_id,
+                              "p_spent": spend.spent + plan.cost,
+                              "p_period_start": spend.period_start})
     _add_loss(conn, key.dataset_id, growth, _unsound(draws))
     return int(served_id)
 
@@ -540,9 +512,7 @@ def release_internal(ledger: Ledger, spec: InternalSpec, *, dataset_id: str,
     try:
         with ledger.db.tx(write=True) as conn:
             at = ledger_db.now()
-            conn.execute(ledger.db.lock_row(
-                _DATASETS, {"dataset_id": key.dataset_id},
-                {"first_release_at": at, "loss": 0.0, "unsound_loss": 0.0}))
+            _lock_dataset(conn, key.dataset_id, at)
             _insert_tier(ledger, conn, key, spec.store_key, 0, rel, epsilon=spec.epsilon,
                          loss=spec.epsilon, refined_from=None, dp=True, at=at)
             _add_loss(conn, key.dataset_id, spec.epsilon, 0.0)
@@ -556,7 +526,6 @@ def release_internal(ledger: Ledger, spec: InternalSpec, *, dataset_id: str,
 
 def lookup_tier(conn: Connection, dataset_version: str, query_key: str,
                 tier: int) -> str | None:
-    t = _TIERS.c
-    return conn.execute(select(t.payload_json).where(
-        t.dataset_version == str(dataset_version), t.query_key == str(query_key),
-        t.tier == int(tier))).scalar_one_or_none()
+    return conn.execute(_sql(conn).tier_payload, {
+        "p_version": str(dataset_version), "p_query_key": str(query_key),
+        "p_tier": int(tier)}).scalar_one_or_none()

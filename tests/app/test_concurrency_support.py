@@ -9,8 +9,9 @@ toy plans the ledger tests share.
   configured from the environment; it imports nothing heavier than the ledger so workers
   start fast.
 
-Kept import-light on purpose (no pytest or pandas; numpy only through the Release type),
-because each spawned interpreter pays for its imports on a shared 2-core machine.
+Kept import-light on purpose (no pytest, numpy or pandas: the toy releases are plain objects
+with the few members the ledger reads), because each spawned interpreter pays for its imports
+on a shared 2-core machine.
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from dp_engine.errors import BudgetExceededError
-from dp_engine.sound.release import Release
 from services.identity.roles import Role
 from services.ledger.plan import ReleaseKey, ReleasePlan
 from services.ledger.policy import BudgetPolicy
@@ -53,14 +54,25 @@ def toy_plan(key: str, *, role: Role = ROLE, eps: float | dict[int, float] = EPS
                        "toy mechanism", dp=dp, refine=toy_refine if nestable else None)
 
 
-def toy_release(eps: Any, _rng: Any = None, value: float = 41.5) -> Release:
-    return Release(statistic="toy", value=value, epsilon=float(eps or 0.0),
-                   mechanism="toy mechanism", sensitivity=1.0)
+@dataclass(frozen=True)
+class ToyRelease:
+    """Stands in for a dp_engine Release: what the ledger reads of one (value, ε, mechanism)."""
+
+    value: float
+    epsilon: float
+    mechanism: str = "toy mechanism"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"statistic": "toy", "value": self.value, "epsilon": self.epsilon,
+                "mechanism": self.mechanism, "sensitivity": 1.0}
 
 
-def toy_refine(parent: Release, eps: Any, _rng: Any) -> Release:
-    return Release(statistic="toy", value=parent.value, epsilon=float(eps),
-                   mechanism="toy mechanism (refined)", sensitivity=1.0)
+def toy_release(eps: Any, _rng: Any = None, value: float = 41.5) -> ToyRelease:
+    return ToyRelease(value, float(eps or 0.0))
+
+
+def toy_refine(parent: Any, eps: Any, _rng: Any) -> ToyRelease:
+    return ToyRelease(parent.value, float(eps), "toy mechanism (refined)")
 
 
 def answer(payload: dict[str, Any]):
