@@ -27,6 +27,7 @@ SUITES: dict[str, tuple[str, Callable[[BenchConfig], list[Table]]]] = {
 ANONYMIZE_RESULTS = BENCH_DIR / "RESULTS_anonymize.md"
 SECURITY_RESULTS = BENCH_DIR / "RESULTS_security.md"  # python -m bench.bench_security
 WAREHOUSE_RESULTS = BENCH_DIR / "RESULTS_warehouse.md"  # bench/bench_warehouse.py (long run)
+DOOR_RESULTS = bench_callbacks.DOOR_RESULTS  # `python -m bench.bench_callbacks --base REV`
 
 
 def _run_suite(name: str, config: BenchConfig) -> tuple[list[Table], str | None]:
@@ -82,6 +83,8 @@ def render(
         parts += [table.markdown() for table in tables]
         if error:
             parts += ["```", error.rstrip(), "```", ""]
+    if DOOR_RESULTS.exists():
+        parts += [DOOR_RESULTS.read_text().rstrip(), ""]
     if ANONYMIZE_RESULTS.exists():
         parts += ["## Anonymization page (bench/RESULTS_anonymize.md)", ""]
         parts += [_demote_headings(ANONYMIZE_RESULTS.read_text()), ""]

@@ -21,6 +21,8 @@ from dp_engine.schema import ColumnRole
 from layouts import anonymize as page
 from layouts import ids
 from layouts.anonymize_figures import before_after_scatter, empty_figure
+from services.container import Services
+from services.identity import access
 
 log = logging.getLogger(__name__)
 
@@ -28,8 +30,8 @@ MAX_PLOT_POINTS = 5000
 MAX_K = 100
 
 
-def _owner(services) -> bool:
-    return page.is_owner(services.identity.current())
+def _owner(services: Services) -> bool:
+    return access.is_owner(services.identity.current())
 
 
 def _names(value: Any) -> list[str]:
@@ -193,7 +195,7 @@ def _choice_outputs(*component_ids: str) -> list[Output]:
     return [Output(c, p) for c in component_ids for p in ("options", "value")]
 
 
-def register_callbacks(app, services) -> None:
+def register_callbacks(app, services: Services) -> None:
     @app.callback(
         *_choice_outputs(ids.AN_QIS, ids.AN_SENSITIVE),
         Input(ids.AN_DATASET, "value"),

@@ -21,9 +21,10 @@ from dp_engine.errors import DPError, SchemaError
 from dp_engine.schema import ColumnKind, ColumnRole, ColumnSpec, Schema
 from layouts import data as page
 from layouts import ids
+from services.container import Services
 from services.data.limits import MAX_CATEGORIES
 from services.data.review import DataReview
-from services.identity.roles import Role
+from services.identity import access
 
 log = logging.getLogger(__name__)
 
@@ -32,9 +33,8 @@ N_OUTPUTS = 10
 OTHER = "other"
 
 
-def _is_owner(services) -> bool:
-    identity = services.identity.current()
-    return bool(identity.authenticated) and identity.role is Role.OWNER
+def _is_owner(services: Services) -> bool:
+    return access.is_owner(services.identity.current())
 
 
 def decode_upload(contents: object) -> bytes:
@@ -254,7 +254,7 @@ def handle(services, trigger, contents, filename, selected, rows, unit=None):
                 *([no_update] * (N_OUTPUTS - 1)))
 
 
-def register_callbacks(app, services) -> None:
+def register_callbacks(app, services: Services) -> None:
     @app.callback(
         Output(ids.DATA_MESSAGE, "children"), Output(ids.DATA_OVERVIEW, "children"),
         Output(ids.DATA_LIST, "options"), Output(ids.DATA_LIST, "value"),

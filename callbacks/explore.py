@@ -13,6 +13,8 @@ from layouts import ids
 from layouts import panel as panels
 from layouts.explore import column_options, group_options
 from layouts.figures import build
+from services.container import Services
+from services.identity import access
 from services.identity.roles import Role
 from services.views.queries import PRESETS, parse_request
 
@@ -31,7 +33,7 @@ def _graph(fig, index: int | str) -> dcc.Graph:
                      config=GRAPH_CONFIG, className="dp-graph")
 
 
-def render(services, dataset, role, view, x, group, mechanism, compare):
+def render(services: Services, dataset, role, view, x, group, mechanism, compare):
     """The whole Explore answer for the session: (graphs, panel, message, row class)."""
     identity = services.identity.current()
     granted: Role = identity.role
@@ -41,7 +43,7 @@ def render(services, dataset, role, view, x, group, mechanism, compare):
         ds = services.registry.get(dataset if isinstance(dataset, str) else "",
                                    owner=granted is Role.OWNER)
         req = parse_request(raw, granted, ds.schema)
-        if compare is True and granted is Role.OWNER:
+        if compare is True and access.is_owner(identity):
             answers = [services.releases.answer(identity, replace(req, role=r), dataset=ds)
                        for r in (Role.OWNER, Role.COLLABORATOR, Role.THIRD_PARTY)]
             graphs = dbc.Row([dbc.Col(_graph(build(a, compact=True), a.tier), lg=4, md=12)
@@ -58,7 +60,7 @@ def render(services, dataset, role, view, x, group, mechanism, compare):
             "are unchanged; try another view or contact the data owner.", "danger"), no_update
 
 
-def register_callbacks(app, services) -> None:
+def register_callbacks(app, services: Services) -> None:
     """Bind the Explore callbacks to ``app`` (never the global dash.callback)."""
 
     @app.callback(
@@ -85,7 +87,7 @@ def register_callbacks(app, services) -> None:
         if preset is None:
             return no_update, no_update, no_update, no_update
         granted = services.identity.current().role
-        role = granted.clamp(preset.role.value) if preset.role else granted
+        role = access.viewing_role(granted, preset.role.value) if preset.role else granted
         return preset.view, preset.x, preset.group or "none", role.value
 
     @app.callback(

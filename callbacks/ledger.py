@@ -8,12 +8,12 @@ from dash import Input, Output, State, dcc, no_update
 
 from layouts import ids
 from layouts import ledger as page
-from services.identity.roles import Role
+from services.container import Services
+from services.identity import access
 
 
-def _is_owner(services) -> bool:
-    identity = services.identity.current()
-    return identity.authenticated and identity.role is Role.OWNER
+def _is_owner(services: Services) -> bool:
+    return access.is_owner(services.identity.current())
 
 
 def _clean(value) -> str | None:
@@ -21,7 +21,19 @@ def _clean(value) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def filtered_view(services, user, dataset):
+def page_view(services: Services, identity):
+    """The whole ledger page for ``identity``: the data is read here, the layout only draws."""
+    if not access.is_owner(identity):
+        return page.refusal()
+    ledger = services.ledger
+    return page.layout(page.LedgerPage(
+        budgets=ledger.budgets(), datasets=ledger.dataset_statuses(), users=ledger.users(),
+        dataset_ids=ledger.dataset_ids(), totals=ledger.totals(),
+        releases=ledger.releases(limit=page.MAX_ROWS), release_count=ledger.count_releases(),
+        internal=ledger.internal_releases(limit=page.MAX_ROWS)))
+
+
+def filtered_view(services: Services, user, dataset):
     """(releases table, totals table) for the filters; a refusal for anyone but the owner."""
     if not _is_owner(services):
         return page.refusal(), ""
@@ -37,7 +49,7 @@ def filtered_view(services, user, dataset):
     return page.releases_table(releases, total), page.totals_table(totals)
 
 
-def export(services, user, dataset):
+def export(services: Services, user, dataset):
     """The CSV download for the filters, or nothing for anyone but the owner."""
     if not _is_owner(services):
         return no_update
@@ -50,7 +62,7 @@ def export(services, user, dataset):
     return dcc.send_string(csv_text, f"{safe}.csv", type="text/csv")
 
 
-def register_callbacks(app, services) -> None:
+def register_callbacks(app, services: Services) -> None:
     @app.callback(
         Output(ids.LEDGER_TABLE, "children"), Output(ids.LEDGER_TOTALS, "children"),
         Input(ids.LEDGER_FILTER_USER, "value"), Input(ids.LEDGER_FILTER_DATASET, "value"),

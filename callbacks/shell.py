@@ -6,14 +6,17 @@ import logging
 
 from dash import Input, Output
 
-from layouts import anonymize, data, explore, ids, ledger, shell
+from callbacks.ledger import page_view as ledger_page
+from layouts import anonymize, data, explore, ids, shell
+from services.container import Services
+from services.identity import access
 from services.identity.roles import Role
 from services.identity.session import logout_token
 
 log = logging.getLogger(__name__)
 
 
-def page_for(services, identity, path: str):
+def page_for(services: Services, identity, path: str):
     """The page at ``path`` for ``identity``, or a refusal below the page's lowest role."""
     role: Role = identity.role
     label, lowest = shell.PAGES.get(path, shell.PAGES["/"])
@@ -22,15 +25,13 @@ def page_for(services, identity, path: str):
     if path == "/data":
         return data.layout(services.registry, identity)
     if path == "/ledger":
-        return ledger.layout(services, identity)
+        return ledger_page(services, identity)
     if path == "/anonymize":
         return anonymize.layout(services.registry, identity)
-    datasets = [d for d in services.registry.list()
-                if role is Role.OWNER or d.schema.confirmed]
-    return explore.layout(datasets, identity)
+    return explore.layout(access.queryable(identity, services.registry.list()), identity)
 
 
-def register_callbacks(app, services) -> None:
+def register_callbacks(app, services: Services) -> None:
     @app.callback(
         Output(ids.PAGE, "children"), Output(ids.NAV, "children"),
         Output(ids.SESSION_BADGE, "children"),

@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 from dp_engine.bands import NOISE_LABELS
-from services.views.releases import ViewAnswer
+from services.views.answer import ViewAnswer
 
 Figure = dict[str, Any]
 
@@ -34,7 +34,7 @@ def subtitle(ans: ViewAnswer, compact: bool = False) -> str:
     tier = NOISE_LABELS[ans.tier]
     if compact:
         return f"ε = {fmt(ans.epsilon)} · {tier} noise"
-    if ans.mechanism == "paper":
+    if not ans.dp:
         return f"PyDPLib paper mode · labelled ε = {fmt(ans.epsilon)} · {tier} noise"
     return f"{ans.mechanism_label} · ε = {fmt(ans.epsilon)} · {tier} noise"
 
@@ -70,7 +70,7 @@ def _figure(ans: ViewAnswer, data: list[dict], title: str, compact: bool, *,
 
 
 def _interval(ans: ViewAnswer, unit: str = "") -> str:
-    if ans.mechanism == "paper":
+    if not ans.dp:   # paper mode states no interval
         return ""
     return "<br>95 % interval: %{customdata[0]} – %{customdata[1]}" + unit
 
@@ -97,11 +97,13 @@ def histogram(ans: ViewAnswer, compact: bool = False) -> Figure:
                    yaxis=_axis("Patients (DP count)", rangemode="tozero"))
 
 
-def _per_group_bars(ans: ViewAnswer, statistic: str, compact: bool) -> Figure:
+def bars(ans: ViewAnswer, compact: bool = False) -> Figure:
+    """One statistic per group (mean, variance) as horizontal bars with 95 % intervals."""
+    statistic = ans.statistic_label or ans.view.capitalize()
     vals = [row[0] for row in ans.values]
     lo = [row[0] for row in ans.ci_low]
     hi = [row[0] for row in ans.ci_high]
-    paper = ans.mechanism == "paper"
+    paper = not ans.dp
     unit = f" {ans.unit}" if ans.unit else ""
     trace: dict[str, Any] = {
         "type": "bar", "orientation": "h", "y": ans.groups, "x": vals,
@@ -139,7 +141,7 @@ def box(ans: ViewAnswer, compact: bool = False) -> Figure:
             "median": [q[2]], "q3": [q[3]], "upperfence": [q[4]], "name": name,
             "marker": {"color": colour}, "boxpoints": False, "hoverinfo": "skip",
         })
-        median_ci = ("" if ans.mechanism == "paper" else
+        median_ci = ("" if not ans.dp else
                      "<br>95 % interval of the median: %{customdata[4]} – %{customdata[5]}")
         data.append({
             "type": "scatter", "x": [name], "y": [q[2]], "mode": "markers",
@@ -160,10 +162,10 @@ def box(ans: ViewAnswer, compact: bool = False) -> Figure:
                    yaxis=_axis(ans.x_label))
 
 
+FIGURES = {"histogram": histogram, "bars": bars, "box": box}
+"""Figure builders by the kind a view plan names (``ViewAnswer.figure``)."""
+
+
 def build(ans: ViewAnswer, compact: bool = False) -> Figure:
-    """The figure of a view."""
-    if ans.view == "histogram":
-        return histogram(ans, compact)
-    if ans.view == "median":
-        return box(ans, compact)
-    return _per_group_bars(ans, "Mean" if ans.view == "mean" else "Variance of", compact)
+    """The figure of an answer, of the kind its view plan chose."""
+    return FIGURES[ans.figure](ans, compact)

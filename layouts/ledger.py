@@ -1,8 +1,13 @@
-"""Ledger page (owner only): every release with filters, totals, budgets and CSV export."""
+"""Ledger page (owner only): every release with filters, totals, budgets and CSV export.
+
+Layouts never query: the callbacks gather a ``LedgerPage`` from the ledger and this module only
+turns it into components.
+"""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import datetime
 
 import dash_bootstrap_components as dbc
@@ -11,13 +16,31 @@ from dash import dcc, html
 
 from layouts import ids
 from services.identity.roles import Role
+from services.ledger.records import BudgetStatus, DatasetStatus, StoredRelease, TierRecord
 
 MAX_ROWS = 500
 """Releases shown on the page (newest first); the CSV export has all of them."""
 
 _ANSWER_CHARS = 160
 _RELEASE_COLUMNS = ["#", "When (UTC)", "User", "Role", "Dataset", "Version", "Query", "Tier",
-                    "Mechanism", "ε charged", "Dataset ε", "Answer"]
+                    "Mechanism", "ε charged", "Dataset ε added", "Answer"]
+_INTERNAL_COLUMNS = ["#", "When (UTC)", "Dataset", "Version", "Key", "Tier", "Mechanism", "ε",
+                     "Dataset ε", "How"]
+NOT_DP = "not DP"
+
+
+@dataclass(frozen=True)
+class LedgerPage:
+    """Everything the ledger page shows, read by the callbacks."""
+
+    budgets: list[BudgetStatus]
+    datasets: list[DatasetStatus]
+    users: list[str]
+    dataset_ids: list[str]
+    totals: pd.DataFrame
+    releases: list[StoredRelease]
+    release_count: int
+    internal: list[TierRecord]
 
 
 def refusal() -> dbc.Alert:
@@ -49,11 +72,17 @@ def _table(header: list[str], rows: list[list], empty: str) -> html.Div | dbc.Ta
     )
 
 
-def releases_table(releases: list, total: int) -> html.Div:
+def _charged(r: StoredRelease) -> str:
+    """What the role paid; a paper-mode row: nothing, and its loss as a lower bound."""
+    return _eps(r.epsilon) if r.dp else f"0 ({NOT_DP}: loss ≥ {_eps(r.epsilon)})"
+
+
+def releases_table(releases: list[StoredRelease], total: int) -> html.Div:
     """The release list (already filtered, newest first) with a 'showing n of N' note."""
     rows = [[r.id, _when(r.created_at), r.user, r.role, r.dataset_id, r.dataset_version,
-             html.Code(r.query_key, className="small"), r.tier, r.mechanism, _eps(r.epsilon),
-             _eps(r.dataset_loss), html.Code(_short_answer(r.answer), className="small")]
+             html.Code(r.query_key, className="small"), r.tier, r.mechanism, _charged(r),
+             _eps(r.dataset_loss) if r.dp else f"({NOT_DP})",
+             html.Code(_short_answer(r.answer), className="small")]
             for r in releases]
     note = (f"Showing the newest {len(rows)} of {total} releases; the CSV export has all."
             if total > len(rows) else f"{total} release{'s' if total != 1 else ''}.")
@@ -64,21 +93,41 @@ def releases_table(releases: list, total: int) -> html.Div:
 def totals_table(totals: pd.DataFrame) -> html.Div | dbc.Table:
     """Per user and dataset: releases, ε charged, dataset-level ε, cache hits, first/last."""
     rows = [[t.user, t.dataset_id, int(t.releases), _eps(float(t.epsilon)),
-             _eps(float(t.dataset_loss)), int(t.cache_hits), _when(t.first_release),
-             _when(t.last_release)]
+             _eps(float(t.dataset_loss)), _eps(float(t.unsound_epsilon)), int(t.cache_hits),
+             _when(t.first_release), _when(t.last_release)]
             for t in totals.itertuples(index=False)]
-    header = ["User", "Dataset", "Releases", "ε charged", "Dataset ε", "Served from cache",
-              "First", "Last"]
+    header = ["User", "Dataset", "Releases", "ε charged", "Dataset ε added",
+              f"Paper mode ({NOT_DP}, loss ≥)", "Served from cache", "First", "Last"]
     return _table(header, rows, "Nothing released yet.")
 
 
-def budgets_table(budgets: list, losses: dict[str, float]) -> html.Div | dbc.Table:
-    """Budget per (role, dataset) this period, plus each dataset's cumulative loss."""
+def budgets_table(budgets: list[BudgetStatus]) -> html.Div | dbc.Table:
+    """Budget per (role, dataset) this period."""
     rows = [[b.dataset_id, Role(b.role).label, _eps(b.limit), _eps(b.spent), _eps(b.remaining),
-             _when(b.renews_at) if b.renews_at else "never", _eps(losses.get(b.dataset_id, 0.0))]
+             _when(b.renews_at) if b.renews_at else "never"]
             for b in budgets]
-    header = ["Dataset", "Role", "Limit", "Spent", "Left", "Renews", "Dataset ε (all time)"]
+    header = ["Dataset", "Role", "Limit", "Spent", "Left", "Renews"]
     return _table(header, rows, "No budget has been charged yet.")
+
+
+def datasets_table(datasets: list[DatasetStatus]) -> html.Div | dbc.Table:
+    """Each dataset's total (dataset-level) loss against its cap, all time."""
+    rows = [[d.dataset_id, _eps(d.loss), _eps(d.cap), _eps(d.remaining),
+             _eps(d.unsound_loss) if d.unsound_loss else "–"] for d in datasets]
+    header = ["Dataset", "Dataset ε (all time)", "Cap", "Left under the cap",
+              f"Paper mode ({NOT_DP}, loss ≥)"]
+    return _table(header, rows, "No dataset has released anything yet.")
+
+
+def internal_table(records: list[TierRecord]) -> html.Div | dbc.Table:
+    """The tier store: what each internal release added to its dataset's loss."""
+    rows = [[t.id, _when(t.created_at), t.dataset_id, t.dataset_version,
+             html.Code(t.query_key, className="small"), t.tier, t.mechanism, _eps(t.epsilon),
+             _eps(t.dataset_loss) if t.dp else f"({NOT_DP}: ≥ {_eps(t.dataset_loss)})",
+             "drawn from the data" if t.refined_from is None
+             else f"noise added to tier {t.refined_from}"]
+            for t in records]
+    return _table(_INTERNAL_COLUMNS, rows, "No internal release yet.")
 
 
 def _filter(label: str, cid: str, values: list[str], placeholder: str) -> dbc.Col:
@@ -89,25 +138,26 @@ def _filter(label: str, cid: str, values: list[str], placeholder: str) -> dbc.Co
     ], md=4)
 
 
-def layout(services, identity) -> html.Div | dbc.Alert:
-    """The page for ``identity``; anyone but the owner gets a refusal."""
-    if identity.role is not Role.OWNER or not identity.authenticated:
-        return refusal()
-    ledger = services.ledger
-    totals = ledger.totals()
-    losses = {d: ledger.dataset_loss(d) for d in ledger.dataset_ids()}
+def layout(data: LedgerPage) -> html.Div:
+    """The owner's page (the callbacks refuse everyone else before gathering ``data``)."""
     return html.Div([
         html.H2("Privacy ledger", className="h4"),
         html.P("Every noisy answer that left the server, who received it, and what it cost. "
-               "A repeated request is served from this ledger and costs nothing.",
+               "A repeated request is served from this ledger and costs nothing. Internal "
+               "releases (the DP dataset size used for calibration, the tiers other answers "
+               "are derived from) count towards the dataset's loss only, never a role's "
+               "budget. Paper-mode answers are not differentially private: they are recorded "
+               "with a lower bound of their loss and left out of every total.",
                className="text-muted"),
         dbc.Card(dbc.CardBody([
             html.H3("Budgets", className="h6"),
-            budgets_table(ledger.budgets(), losses),
+            budgets_table(data.budgets),
+            html.H3("Datasets", className="h6 mt-3"),
+            datasets_table(data.datasets),
         ]), className="mb-3"),
         dbc.Row([
-            _filter("User", ids.LEDGER_FILTER_USER, ledger.users(), "All users"),
-            _filter("Dataset", ids.LEDGER_FILTER_DATASET, ledger.dataset_ids(), "All datasets"),
+            _filter("User", ids.LEDGER_FILTER_USER, data.users, "All users"),
+            _filter("Dataset", ids.LEDGER_FILTER_DATASET, data.dataset_ids, "All datasets"),
             dbc.Col([
                 dbc.Button("Export CSV", id=ids.LEDGER_EXPORT, color="secondary",
                            className="mt-4"),
@@ -116,11 +166,14 @@ def layout(services, identity) -> html.Div | dbc.Alert:
         ], className="mb-3 g-3"),
         dbc.Card(dbc.CardBody([
             html.H3("Totals per user and dataset", className="h6"),
-            html.Div(totals_table(totals), id=ids.LEDGER_TOTALS),
+            html.Div(totals_table(data.totals), id=ids.LEDGER_TOTALS),
         ]), className="mb-3"),
         dbc.Card(dbc.CardBody([
             html.H3("Releases", className="h6"),
-            html.Div(releases_table(ledger.releases(limit=MAX_ROWS), ledger.count_releases()),
-                     id=ids.LEDGER_TABLE),
+            html.Div(releases_table(data.releases, data.release_count), id=ids.LEDGER_TABLE),
+        ]), className="mb-3"),
+        dbc.Card(dbc.CardBody([
+            html.H3("Internal releases (dataset-level loss only)", className="h6"),
+            internal_table(data.internal),
         ])),
     ])

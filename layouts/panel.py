@@ -11,7 +11,7 @@ from dp_engine.bands import NOISE_LABELS
 from layouts import ids
 from layouts.figures import fmt
 from services.identity.roles import Role
-from services.views.releases import ViewAnswer
+from services.views.answer import ViewAnswer
 
 
 def _row(term: str, value, value_id: str | None = None, hint: str = "") -> list:
@@ -41,9 +41,22 @@ def budget_meter(ans: ViewAnswer) -> html.Div:
                          label=f"{used:.0f} %", style={"height": "1.1rem"}),
             html.Div(f"spent ε {fmt(ans.budget_spent)} of {fmt(ans.budget_limit)} · "
                      f"{fmt(ans.budget_remaining)} left", className="small"),
+            *([html.Div(f"your own share: ε {fmt(ans.user_spent)} of {fmt(ans.user_limit)}",
+                        className="small")] if ans.user_limit is not None else []),
         ],
         id=ids.EX_BUDGET,
     )
+
+
+def spent_text(ans: ViewAnswer) -> str:
+    """The ε this request took from the role's budget, as the ledger charged it."""
+    if ans.cached:
+        return "0 — same request as before, stored answer shown (nothing charged)"
+    if not ans.dp:
+        return (f"{fmt(ans.epsilon_charged)} — not differentially private, so not counted in "
+                f"any DP budget; recorded in the ledger with a loss of at least "
+                f"ε = {fmt(ans.effective_epsilon)}")
+    return fmt(ans.epsilon_charged)
 
 
 def panel(ans: ViewAnswer, granted: Role) -> dbc.Card:
@@ -60,17 +73,15 @@ def panel(ans: ViewAnswer, granted: Role) -> dbc.Card:
     rows += _row("ε of this view", fmt(ans.epsilon), ids.PANEL_EPSILON,
                  "The privacy-loss parameter the mechanism was run with.")
     rows += _row("Sensitivity S_f", ans.sensitivity, ids.PANEL_SENSITIVITY)
-    spent = ("0 — same request as before, stored answer shown (nothing charged)"
-             if ans.cached else fmt(ans.epsilon_charged))
-    rows += _row("ε spent by this view", spent, ids.PANEL_SPENT)
+    rows += _row("ε spent by this view", spent_text(ans), ids.PANEL_SPENT,
+                 "Exactly what the privacy ledger charged your role's budget for this view.")
     if granted is Role.OWNER and ans.realized_noise_percent is not None:
         rows += _row("Realized noise (owner only)", f"{ans.realized_noise_percent:.2f} %",
                      ids.PANEL_REALIZED, "Computed against the true values; never shown to "
                      "other roles.")
-    if ans.mechanism != "paper":
+    if ans.dp:
         rows += _row(
-            "Expected error", f"± {fmt(ans.expected_error)} "
-            f"{'patients' if ans.view == 'histogram' else ans.unit} per value "
+            "Expected error", f"± {fmt(ans.expected_error)} {ans.error_unit} per value "
             f"(≈ {ans.expected_relative_error:.1f} % relative); hover a value for its "
             "95 % interval", ids.PANEL_ERROR,
         )
@@ -79,7 +90,7 @@ def panel(ans: ViewAnswer, granted: Role) -> dbc.Card:
         html.Dl(rows, className="mb-2"),
         html.P(odds_sentence(ans.epsilon), id=ids.PANEL_ODDS, className="small"),
     ]
-    if ans.mechanism == "paper":
+    if not ans.dp:
         body.append(dbc.Alert(
             [html.Strong("Not differentially private as labelled. "),
              f"Each record is noised separately and the ε was searched on the data, so the "
@@ -88,7 +99,7 @@ def panel(ans: ViewAnswer, granted: Role) -> dbc.Card:
             color="danger", id=ids.PANEL_EFFECTIVE, className="small"))
     for flag in ans.flags:
         body.append(dbc.Alert(flag, color="warning", className="small py-2"))
-    if ans.calibration_note and ans.mechanism != "paper":
+    if ans.calibration_note and ans.dp:
         body.append(html.P(ans.calibration_note, className="small text-muted"))
     body.append(budget_meter(ans))
     return dbc.Card(dbc.CardBody(body), className="privacy-panel")

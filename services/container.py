@@ -1,8 +1,13 @@
-"""Wiring: build the app's services (registry, ledger, identity, releases) from a config."""
+"""Wiring: the typed ``Services`` seam callbacks receive, and the app's concrete services.
+
+Callbacks and layouts depend on the ``Services`` protocol only (what they may ask), so a page
+can be tested with a stand-in holding just what it uses, and a service can change behind it.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from services.config import AppConfig
 from services.data.registry import DatasetRegistry
@@ -13,32 +18,54 @@ from services.ledger.store import Ledger
 from services.views.releases import ReleaseService, new_rng_factory
 
 
+class IdentitySource(Protocol):
+    """Who is asking, from the server session (never from a request's input)."""
+
+    def current(self) -> Identity: ...
+
+
+class Services(Protocol):
+    """What a page's callbacks may use: datasets, the ledger, Explore answers, identity."""
+
+    config: AppConfig
+    registry: DatasetRegistry
+    ledger: Ledger
+    releases: ReleaseService
+    identity: IdentitySource
+
+
 class IdentityService:
-    """What callbacks hold as ``services.identity``: who is asking, from the server session."""
+    """What callbacks hold as ``services.identity``: the identity of the server session."""
 
     def current(self) -> Identity:
         return current_identity()
 
 
 @dataclass
-class Services:
+class AppServices:
+    """The services of one app (satisfies ``Services``)."""
+
     config: AppConfig
     registry: DatasetRegistry
     ledger: Ledger
     releases: ReleaseService
-    identity: IdentityService
+    identity: IdentitySource
 
 
-def build_services(config: AppConfig, *, seed: int | None = None) -> Services:
+def budget_policy(config: AppConfig) -> BudgetPolicy:
+    """The ledger's policy from ``COHORT_BUDGETS`` (role limits, ``per_user``,
+    ``dataset_cap``) and ``COHORT_BUDGET_RENEWAL_DAYS``."""
+    renewal = {"renewal_days": config.renewal_days} if config.renewal_days else {}
+    return BudgetPolicy.from_mapping({**dict(config.budgets), **renewal})
+
+
+def build_services(config: AppConfig, *, seed: int | None = None) -> AppServices:
     """The services of one app. ``seed`` makes noise reproducible (tests only)."""
     config.data_dir.mkdir(parents=True, exist_ok=True)
     registry = DatasetRegistry(config.data_dir / "datasets",
                                max_upload_bytes=config.max_upload_bytes,
                                extra_paths=config.dataset_paths,
                                **large_dataset_options(config))
-    policy = BudgetPolicy.from_mapping({**dict(config.budgets),
-                                        **({"renewal_days": config.renewal_days}
-                                           if config.renewal_days else {})})
-    ledger = Ledger(config.ledger_url, policy)
+    ledger = Ledger(config.ledger_url, budget_policy(config))
     releases = ReleaseService(registry, ledger, rng_factory=new_rng_factory(seed))
-    return Services(config, registry, ledger, releases, IdentityService())
+    return AppServices(config, registry, ledger, releases, IdentityService())

@@ -1,4 +1,5 @@
-"""SQL tables of the privacy ledger: releases (also the cache), budgets, schema version.
+"""SQL tables of the privacy ledger: served releases (also the cache), the tier store,
+budgets, each dataset's loss, deliveries and the schema version.
 
 Plain SQLAlchemy Core tables (no ORM): the ledger only runs a few fixed statements, and every
 worker process starts faster without the ORM.
@@ -7,6 +8,7 @@ worker process starts faster without the ORM.
 from __future__ import annotations
 
 from sqlalchemy import (
+    Boolean,
     Column,
     DateTime,
     Float,
@@ -19,7 +21,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 2  # 2: ledger_deliveries
+SCHEMA_VERSION = 3  # 2: ledger_deliveries; 3: tier store, dataset loss, dp flag, channel
 
 metadata = MetaData()
 """No schema here: a deployment may map one at run time (schema_translate_map)."""
@@ -38,12 +40,48 @@ releases = Table(
     Column("epsilon", Float, nullable=False),
     Column("dataset_loss", Float, nullable=False, default=0.0),
     Column("answer_json", Text, nullable=False),
-    # the cache key: one stored answer per (dataset version, canonical query, tier)
+    Column("dp", Boolean, nullable=False, default=True),
+    # the cache key: one stored answer per (dataset version, canonical query as a role, tier)
     UniqueConstraint("dataset_version", "query_key", "tier", name="uq_ledger_release_key"),
     Index("ix_ledger_release_user", "user_name"),
     Index("ix_ledger_release_dataset", "dataset_id"),
+    Index("ix_ledger_release_spend", "dataset_id", "role", "user_name"),
 )
-"""One noisy answer that left the server, with its cost."""
+"""One answer served to a role, with what the role paid (``epsilon`` when ``dp``; a paper-mode
+row, ``dp`` false, records its effective ε as a lower bound and is charged nothing) and how much
+the dataset-level loss grew to produce it (``dataset_loss``)."""
+
+tiers = Table(
+    "ledger_tiers", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("dataset_id", String(200), nullable=False),
+    Column("dataset_version", String(200), nullable=False),
+    Column("query_key", Text, nullable=False),
+    Column("tier", Integer, nullable=False),
+    Column("mechanism", String(100), nullable=False),
+    Column("epsilon", Float, nullable=False),
+    Column("dataset_loss", Float, nullable=False),
+    Column("refined_from", Integer, nullable=True),
+    Column("dp", Boolean, nullable=False, default=True),
+    Column("payload_json", Text, nullable=False),
+    UniqueConstraint("dataset_version", "query_key", "tier", name="uq_ledger_tier_key"),
+    Index("ix_ledger_tier_dataset", "dataset_id"),
+)
+"""The tier store: internal releases (materialized tiers, the DP size n̂, ...) with their raw
+noisy statistics. Never a role's spending; each row's ``dataset_loss`` is what it added to the
+dataset-level loss: its ε when drawn afresh, 0 when refined from a less noisy tier
+(``refined_from``)."""
+
+datasets = Table(
+    "ledger_datasets", metadata,
+    Column("dataset_id", String(200), primary_key=True),
+    Column("first_release_at", DateTime(timezone=True), nullable=False),
+    Column("loss", Float, nullable=False, default=0.0),
+    Column("unsound_loss", Float, nullable=False, default=0.0),
+)
+"""Running dataset-level loss (sum of the tier store's DP losses) and, apart, the lower bound
+of paper-mode releases (not DP); the row every release on the dataset locks first."""
 
 budgets = Table(
     "ledger_budgets", metadata,
@@ -69,7 +107,9 @@ deliveries = Table(
     Column("delivered_at", DateTime(timezone=True), nullable=False),
     Column("user_name", String(200), nullable=False),
     Column("role", String(32), nullable=False),
+    Column("channel", String(32), nullable=False, default="explore"),
     Index("ix_ledger_delivery_release", "release_id"),
     Index("ix_ledger_delivery_user", "user_name"),
 )
-"""A stored answer served again from the cache (free), and to whom: the audit trail of reuse."""
+"""A stored answer handed out again (free), to whom and through which page (``channel``): the
+audit trail of reuse."""

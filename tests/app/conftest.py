@@ -41,3 +41,30 @@ def session(explore_app) -> SessionAs:
 @pytest.fixture
 def client(explore_app):
     return explore_app.server.test_client()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def backend(request, tmp_path):
+    """(url, schema) of an empty ledger database: SQLite, and PostgreSQL (TEST_DATABASE_URL)."""
+    from tests.app.test_ledger import backend_for
+
+    yield from backend_for(request.param, tmp_path)
+
+
+@pytest.fixture
+def make_ledger(backend):
+    """Open ledgers on ``backend`` (closed afterwards): ``make_ledger(policy=None)``."""
+    from services.ledger.policy import BudgetPolicy
+    from services.ledger.store import Ledger
+
+    opened: list[Ledger] = []
+
+    def make(policy: BudgetPolicy | None = None) -> Ledger:
+        url, schema = backend
+        led = Ledger(url, policy or BudgetPolicy(), schema=schema)
+        opened.append(led)
+        return led
+
+    yield make
+    for led in opened:
+        led.close()

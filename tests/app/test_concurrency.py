@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from services.ledger.audit import check_invariants
 from services.ledger.store import Ledger
 from tests.app.test_concurrency_support import (
     CHARGES_THAT_FIT,
@@ -64,12 +65,15 @@ def run_burst(url: str, schema: str | None) -> list[dict]:
 
 
 def check_ledger_consistent(ledger: Ledger) -> dict:
-    """Budget, dataset loss and rows agree; never over the limit. Returns rows by key."""
+    """Budget, dataset loss and rows agree; never over the limit; the ledger's invariants
+    (services/ledger/audit.py) hold. Returns the served rows by request key."""
+    assert check_invariants(ledger) == []
     releases = ledger.releases(limit=None)
-    rows = {r.query_key: r for r in releases}
+    rows = {r.query_key.split("|as=")[0]: r for r in releases}
     assert len(rows) == len(releases)  # one row per key
     spent = ledger.budget(role=ROLE, dataset_id=DATASET).spent
     assert spent == sum(r.epsilon for r in releases) == ledger.dataset_loss(DATASET)
+    assert len(ledger.internal_releases(limit=None)) == len(rows)  # one tier per answer
     assert spent <= LIMIT
     return rows
 

@@ -171,7 +171,7 @@ def test_worker_killed_mid_burst_then_restart_keeps_budget_and_cache(server, dat
     ledger = Ledger(url, policy(), schema=schema)
     check_outcomes(answered, ledger, complete=False)  # every answer given is stored, no overspend
     before = ledger.budget(role=ROLE, dataset_id=DATASET).spent
-    rows_before = {r.query_key: (r.id, r.answer) for r in ledger.releases(limit=None)}
+    rows_before = {k: (r.id, r.answer) for k, r in check_ledger_consistent(ledger).items()}
     ledger.close()
 
     server.start()  # a fresh master and workers on the same database

@@ -1,14 +1,17 @@
-"""Helpers run in OTHER processes by the concurrency tests (this module holds no test).
+"""Helpers run in OTHER processes by the concurrency tests (this module holds no test), and
+toy plans the ledger tests share.
 
 - ``python -m tests.app.test_concurrency_support burst URL SCHEMA WORKER N``: one client
   process. It opens the ledger, prints ``ready``, waits for ``go`` on stdin (so all processes
-  start together), makes N charges and prints the outcomes as one JSON line.
+  start together), makes N requests through the ledger's door and prints the outcomes as one
+  JSON line.
 - ``create_wsgi()``: a tiny Flask app over the ledger for gunicorn (``POST /charge?key=``),
   configured from the environment; it imports nothing heavier than the ledger so workers
   start fast.
 
-Kept import-light on purpose: no pytest, numpy or pandas, because each spawned interpreter
-pays for its imports on a shared 2-core machine.
+Kept import-light on purpose (no pytest, numpy or pandas: the toy releases are plain objects
+with the few members the ledger reads), because each spawned interpreter pays for its imports
+on a shared 2-core machine.
 """
 
 from __future__ import annotations
@@ -16,9 +19,12 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import dataclass
+from typing import Any
 
 from dp_engine.errors import BudgetExceededError
 from services.identity.roles import Role
+from services.ledger.plan import ReleaseKey, ReleasePlan
 from services.ledger.policy import BudgetPolicy
 from services.ledger.store import Ledger
 
@@ -38,17 +44,51 @@ def request_key(worker: int, j: int) -> str:
     return f"shared-{j}" if j % 2 == 0 else f"private-{worker}-{j}"
 
 
+def toy_plan(key: str, *, role: Role = ROLE, eps: float | dict[int, float] = EPS,
+             dataset: str = DATASET, version: str = "v1", tier: int | None = None,
+             nestable: bool = False, dp: bool = True) -> ReleasePlan:
+    """A plan with no internal input: ε per tier given (one number: every tier)."""
+    tier = role.noise_factor if tier is None else tier
+    per_tier = eps if isinstance(eps, dict) else dict.fromkeys(range(3), eps)
+    return ReleasePlan(ReleaseKey(dataset, version, key, tier, role), per_tier, nestable,
+                       "toy mechanism", dp=dp, refine=toy_refine if nestable else None)
+
+
+@dataclass(frozen=True)
+class ToyRelease:
+    """Stands in for a dp_engine Release: what the ledger reads of one (value, ε, mechanism)."""
+
+    value: float
+    epsilon: float
+    mechanism: str = "toy mechanism"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"statistic": "toy", "value": self.value, "epsilon": self.epsilon,
+                "mechanism": self.mechanism, "sensitivity": 1.0}
+
+
+def toy_release(eps: Any, _rng: Any = None, value: float = 41.5) -> ToyRelease:
+    return ToyRelease(value, float(eps or 0.0))
+
+
+def toy_refine(parent: Any, eps: Any, _rng: Any) -> ToyRelease:
+    return ToyRelease(parent.value, float(eps), "toy mechanism (refined)")
+
+
+def answer(payload: dict[str, Any]):
+    """A publish callable that gives ``payload`` as the public answer."""
+    return lambda _plan, _rel: payload
+
+
 def charge(ledger: Ledger, key: str, who: str) -> dict:
-    """One request; the outcome as plain JSON: kind new / cached / refused."""
+    """One request through the door; the outcome as plain JSON: kind new / cached / refused."""
     try:
-        rel = ledger.charge_and_record(
-            user=who, role=ROLE, dataset_id=DATASET, dataset_version="v1", query_key=key,
-            tier=ROLE.noise_factor, mechanism="laplace", epsilon=EPS,
-            answer={"computed_by": who, "key": key}, dataset_loss=EPS)
+        served = ledger.release(toy_plan(key), toy_release,
+                                answer({"computed_by": who, "key": key}), user=who)
     except BudgetExceededError as exc:
         return {"key": key, "kind": "refused", "message": str(exc)}
-    return {"key": key, "kind": "cached" if rel.cached else "new", "id": rel.id,
-            "answer": rel.answer}
+    return {"key": key, "kind": "cached" if served.cached else "new",
+            "id": served.release_id, "answer": dict(served.answer)}
 
 
 def _burst(url: str, schema: str, worker: int, n: int) -> None:

@@ -1,4 +1,4 @@
-"""Privacy ledger on real SQLite and real PostgreSQL: charging, cache, budgets, reports."""
+"""Privacy ledger on real SQLite and real PostgreSQL: the door, cache, budgets, reports."""
 
 from __future__ import annotations
 
@@ -14,11 +14,13 @@ import numpy as np
 import pytest
 import sqlalchemy as sa
 
-import services.ledger.store as ledger_mod
-from dp_engine.errors import BudgetExceededError, InvalidEpsilonError
+import services.ledger.db as ledger_db
+from dp_engine.errors import BudgetExceededError
 from services.identity.roles import Role
+from services.ledger.audit import check_invariants
 from services.ledger.policy import BudgetPolicy
 from services.ledger.store import Ledger
+from tests.app.test_concurrency_support import answer, toy_plan, toy_release
 
 PG_URL = os.environ.get("TEST_DATABASE_URL")
 PG_SKIP = "TEST_DATABASE_URL is not set (e.g. postgresql+psycopg://postgres@127.0.0.1:5432/test)"
@@ -58,76 +60,78 @@ def backend_for(kind: str, tmp_path) -> Iterator[tuple[str, str | None]]:
         yield from pg_backend()
 
 
-@pytest.fixture(params=BACKENDS)
-def backend(request, tmp_path) -> Iterator[tuple[str, str | None]]:
-    yield from backend_for(request.param, tmp_path)
+def charge(led: Ledger, key: str = "q1", *, role: Role = Role.COLLABORATOR, eps=0.5,
+           dataset: str = "ds", version: str = "v1", tier: int | None = None,
+           user: str = "alice", answer_: dict | None = None, nestable: bool = False,
+           dp: bool = True, compute=toy_release):
+    """One request through the door with a toy plan (ε per tier, or one ε for all)."""
+    plan = toy_plan(key, role=role, eps=eps, dataset=dataset, version=version, tier=tier,
+                    nestable=nestable, dp=dp)
+    return led.release(plan, compute, answer(answer_ or {"value": 41.5}), user=user)
 
 
-@pytest.fixture
-def make_ledger(backend):
-    opened: list[Ledger] = []
-
-    def make(policy: BudgetPolicy | None = None) -> Ledger:
-        url, schema = backend
-        led = Ledger(url, policy or BudgetPolicy(), schema=schema)
-        opened.append(led)
-        return led
-
-    yield make
-    for led in opened:
-        led.close()
-
-
-def charge(led: Ledger, key: str = "q1", *, role: Role = Role.COLLABORATOR, eps: float = 0.5,
-           dataset: str = "ds", version: str = "v1", tier: int = 1, user: str = "alice",
-           answer: dict | None = None, loss: float = 0.0):
-    return led.charge_and_record(
-        user=user, role=role, dataset_id=dataset, dataset_version=version, query_key=key,
-        tier=tier, mechanism="laplace", epsilon=eps, answer=answer or {"value": 41.5},
-        dataset_loss=loss)
+def spent(led: Ledger, role: Role = Role.COLLABORATOR, dataset: str = "ds") -> float:
+    return led.budget(role=role, dataset_id=dataset).spent
 
 
 def test_release_is_stored_and_an_identical_request_is_served_uncharged(make_ledger):
     led = make_ledger()
-    first = charge(led, answer={"value": 12.25, "ci": [10.0, 14.5]})
-    assert not first.cached
-    again = charge(led, answer={"value": -999.0}, eps=0.7)  # a recomputed twin is discarded
-    assert again.cached and again.id == first.id
+    first = charge(led, answer_={"value": 12.25, "ci": [10.0, 14.5]})
+    assert not first.cached and first.charged == 0.5 and first.loss_added == 0.5
+    again = charge(led, answer_={"value": -999.0}, eps=0.7)  # would be a new draw: not made
+    assert again.cached and again.release_id == first.release_id and again.charged == 0.0
     assert again.answer == {"value": 12.25, "ci": [10.0, 14.5]}
-    assert led.budget(role=Role.COLLABORATOR, dataset_id="ds").spent == pytest.approx(0.5)
-    hit = led.cached(dataset_version="v1", query_key="q1", tier=1)
-    assert hit is not None and hit.cached and hit.epsilon == 0.5
-    assert len(led.releases()) == 1
+    assert spent(led) == 0.5 and again.status.role.spent == 0.5
+    assert [(r.epsilon, r.dp) for r in led.releases()] == [(0.5, True)]
+    stored = led.lookup(toy_plan("q1").key)
+    assert stored.id == first.release_id and stored.answer == again.answer
+    assert led.lookup(toy_plan("q1", role=Role.THIRD_PARTY).key) is None   # per paying role
+    assert led.dataset_loss("ds") == 0.5 and check_invariants(led) == []
 
 
 def test_cache_hits_are_logged_as_deliveries_to_whoever_received_them(make_ledger):
     led = make_ledger()
     first = charge(led, "a", user="alice", eps=0.5)
-    assert charge(led, "a", user="bob", eps=0.5).cached  # a twin request
-    hit = led.cached(dataset_version="v1", query_key="a", tier=1, user="carol",
-                     role=Role.THIRD_PARTY)
-    assert hit.id == first.id
-    led.cached(dataset_version="v1", query_key="a", tier=1)  # anonymous look-up: not logged
-    assert led.cached(dataset_version="v1", query_key="zzz", tier=1, user="dan") is None
+    assert charge(led, "a", user="bob", eps=0.5).cached
+    assert charge(led, "a", user="carol").release_id == first.release_id
+    led.log_delivery(first.release_id, user="dan", role=Role.COLLABORATOR, channel="publish")
     log = led.deliveries()
-    assert [(u, r, i) for _, u, r, i in log] == [("bob", "collaborator", first.id),
-                                                 ("carol", "third_party", first.id)]
+    assert [(u, r, i) for _, u, r, i in log] == [("bob", "collaborator", first.release_id),
+                                                 ("carol", "collaborator", first.release_id),
+                                                 ("dan", "collaborator", first.release_id)]
     assert [u for _, u, _, _ in led.deliveries(user="carol", dataset_id="ds")] == ["carol"]
     assert led.deliveries(dataset_id="other") == []
     totals = led.totals().set_index("user")
     assert totals.loc["alice", ["releases", "cache_hits"]].tolist() == [1, 0]
     assert totals.loc["bob", ["releases", "cache_hits"]].tolist() == [0, 1]
     assert totals.loc["carol", "epsilon"] == 0.0  # nothing charged for reuse
-    assert led.budget(role=Role.COLLABORATOR, dataset_id="ds").spent == 0.5
+    assert spent(led) == 0.5
 
 
-def test_cache_key_includes_tier_and_version(make_ledger):
+def test_served_copies_are_per_paying_role_and_tiers_are_shared(make_ledger):
     led = make_ledger()
-    charge(led, tier=0, role=Role.OWNER, answer={"value": 1.0})
-    assert led.cached(dataset_version="v1", query_key="q1", tier=1) is None
-    assert led.cached(dataset_version="v2", query_key="q1", tier=0) is None
-    lower = charge(led, tier=2, role=Role.THIRD_PARTY, eps=0.2, answer={"value": 2.0})
-    assert not lower.cached and lower.answer == {"value": 2.0}
+    owner = charge(led, role=Role.OWNER, tier=1, eps=0.4)   # the owner previewing tier 1
+    collab = charge(led, role=Role.COLLABORATOR, eps=0.4, answer_={"value": 2.0})
+    assert not collab.cached and collab.release_id != owner.release_id
+    assert collab.loss_added == 0.0          # tier 1 was already drawn: no new loss
+    assert collab.charged == 0.4 and spent(led) == 0.4 and spent(led, Role.OWNER) == 0.4
+    other_version = charge(led, version="v2", eps=0.4)
+    assert not other_version.cached and other_version.loss_added == 0.4
+    assert led.dataset_loss("ds") == 0.8 and check_invariants(led) == []
+
+
+def test_nested_tiers_count_the_least_noisy_tier_once(make_ledger):
+    led = make_ledger()
+    eps = {0: 0.4, 1: 0.2, 2: 0.1}
+    third = charge(led, "n", role=Role.THIRD_PARTY, eps=eps, nestable=True)
+    assert third.charged == 0.1 and third.loss_added == 0.4   # tier 0 drawn, 1 and 2 refined
+    collab = charge(led, "n", eps=eps, nestable=True)
+    assert collab.charged == 0.2 and collab.loss_added == 0.0
+    tiers = sorted((t.tier, t.dataset_loss, t.refined_from) for t in led.internal_releases())
+    assert tiers == [(0, 0.4, None), (1, 0.0, 0), (2, 0.0, 1)]
+    box = charge(led, "box", role=Role.THIRD_PARTY, eps=eps)  # not nestable: its own draw
+    assert box.loss_added == 0.1
+    assert led.dataset_loss("ds") == pytest.approx(0.5) and check_invariants(led) == []
 
 
 def test_exceeding_the_budget_refuses_with_spent_and_remaining_and_records_nothing(make_ledger):
@@ -139,8 +143,8 @@ def test_exceeding_the_budget_refuses_with_spent_and_remaining_and_records_nothi
     assert "spent 0.75 of 1, 0.25 left" in msg and "Nothing was charged" in msg
     status = led.budget(role=Role.THIRD_PARTY, dataset_id="ds")
     assert (status.spent, status.remaining, status.limit) == (0.75, 0.25, 1.0)
-    assert [r.query_key for r in led.releases()] == ["a"]
-    assert led.cached(dataset_version="v1", query_key="b", tier=2) is None
+    assert [r.query_key for r in led.releases()] == ["a|as=third_party"]
+    assert len(led.internal_releases()) == 1 and led.dataset_loss("ds") == 0.75
     # the cached answer stays available even with the budget exhausted
     assert charge(led, "a", role=Role.THIRD_PARTY, eps=0.75, tier=2).cached
 
@@ -165,6 +169,7 @@ def test_budgets_are_per_role_and_dataset_and_owner_is_unlimited(make_ledger):
         charge(led, "c", eps=0.01, dataset="ds1")
     for i in range(3):
         charge(led, f"o{i}", eps=100.0, role=Role.OWNER, tier=0)
+    assert led.dataset_loss("ds") == 300.0   # past the cap: the owner is never refused by it
     owner = led.budget(role=Role.OWNER, dataset_id="ds")
     assert owner.limit is None and owner.remaining is None and owner.spent == 300.0
     assert led.budget(role=Role.COLLABORATOR, dataset_id="ds2").remaining == 0.0
@@ -175,9 +180,10 @@ def test_budgets_are_per_role_and_dataset_and_owner_is_unlimited(make_ledger):
 
 def test_dataset_loss_is_a_per_dataset_total(make_ledger):
     led = make_ledger()
-    charge(led, "a", tier=0, role=Role.OWNER, eps=0.4, loss=0.4)
-    charge(led, "a", tier=1, eps=0.2, loss=0.0)  # a noisier tier of the same query adds nothing
-    charge(led, "b", tier=1, eps=0.3, loss=0.3, dataset="other", version="o1")
+    eps = {0: 0.4, 1: 0.2, 2: 0.1}
+    charge(led, "a", role=Role.OWNER, eps=eps, nestable=True)
+    charge(led, "a", eps=eps, nestable=True)  # a noisier tier of the same query adds nothing
+    charge(led, "b", eps=0.3, dataset="other", version="o1")
     assert led.dataset_loss("ds") == pytest.approx(0.4)
     assert led.dataset_loss("other") == pytest.approx(0.3)
     assert led.dataset_loss("unknown") == 0.0
@@ -185,47 +191,49 @@ def test_dataset_loss_is_a_per_dataset_total(make_ledger):
 
 def test_cache_and_budgets_survive_a_restart(make_ledger):
     led = make_ledger()
-    stored = charge(led, "a", eps=1.5, answer={"value": np.float64(3.5), "n": np.int64(7),
-                                               "bins": np.array([1, 2])})
+    stored = charge(led, "a", eps=1.5, answer_={"value": np.float64(3.5), "n": np.int64(7),
+                                                "bins": np.array([1, 2])})
     led.close()
     reopened = make_ledger()
-    hit = reopened.cached(dataset_version="v1", query_key="a", tier=1)
-    assert hit is not None and hit.id == stored.id
+    hit = charge(reopened, "a", eps=1.5, user="bob")
+    assert hit.cached and hit.release_id == stored.release_id
     assert hit.answer == {"value": 3.5, "n": 7, "bins": [1, 2]}
-    assert reopened.budget(role=Role.COLLABORATOR, dataset_id="ds").spent == 1.5
+    assert spent(reopened) == 1.5
 
 
-def test_invalid_epsilon_is_refused_and_nothing_recorded(make_ledger):
+@pytest.mark.parametrize("bad", [float("nan"), -0.1, float("inf"), "abc"])
+def test_invalid_epsilon_is_refused_and_nothing_recorded(make_ledger, bad):
     led = make_ledger()
-    for bad in (float("nan"), -0.1, float("inf"), "abc"):
-        with pytest.raises(InvalidEpsilonError):
-            charge(led, "x", eps=bad)
+    with pytest.raises(ValueError):
+        charge(led, "x", eps=bad)
     assert led.releases() == []
 
 
 def test_budget_renews_after_the_period(make_ledger, monkeypatch):
     led = make_ledger(BudgetPolicy(renewal_days=7))
-    real_now = ledger_mod._now
-    t0 = real_now()
-    monkeypatch.setattr(ledger_mod, "_now", lambda: t0)
+    t0 = ledger_db.now()
+    monkeypatch.setattr(ledger_db, "now", lambda: t0)
     charge(led, "a", role=Role.THIRD_PARTY, tier=2, eps=1.0)
     with pytest.raises(BudgetExceededError, match="renews on"):
         charge(led, "b", role=Role.THIRD_PARTY, tier=2, eps=0.5)
-    monkeypatch.setattr(ledger_mod, "_now", lambda: t0 + timedelta(days=7, seconds=1))
+    monkeypatch.setattr(ledger_db, "now", lambda: t0 + timedelta(days=7, seconds=1))
     status = led.budget(role=Role.THIRD_PARTY, dataset_id="ds")
     assert status.spent == 0.0 and status.renews_at == t0 + timedelta(days=14)
     charge(led, "b", role=Role.THIRD_PARTY, tier=2, eps=0.5)
     assert led.budget(role=Role.THIRD_PARTY, dataset_id="ds").spent == 0.5
+    assert led.dataset_loss("ds") == 1.5       # the dataset's loss never renews
+    assert check_invariants(led) == []
 
 
 def test_filters_totals_and_csv_export(make_ledger):
     led = make_ledger()
-    charge(led, "a", user="alice", eps=0.5, loss=0.5)
+    charge(led, "a", user="alice", eps=0.5)
     charge(led, "b", user="alice", eps=0.25, dataset="d2", version="x")
     charge(led, "c", user="=HYPERLINK(1)", eps=0.125, role=Role.THIRD_PARTY, tier=2)
-    assert [r.query_key for r in led.releases()] == ["c", "b", "a"]  # newest first
-    assert [r.query_key for r in led.releases(user="alice")] == ["b", "a"]
-    assert [r.query_key for r in led.releases(dataset_id="ds")] == ["c", "a"]
+    keys = [r.query_key.split("|")[0] for r in led.releases()]
+    assert keys == ["c", "b", "a"]  # newest first
+    assert [r.query_key[0] for r in led.releases(user="alice")] == ["b", "a"]
+    assert [r.query_key[0] for r in led.releases(dataset_id="ds")] == ["c", "a"]
     assert len(led.releases(limit=1)) == 1
     assert led.count_releases() == 3 and led.count_releases(user="alice", dataset_id="ds") == 1
     assert led.users() == sorted(["alice", "=HYPERLINK(1)"])
@@ -239,11 +247,12 @@ def test_filters_totals_and_csv_export(make_ledger):
     assert len(totals) == 3
 
     rows = list(csv.DictReader(io.StringIO(led.export_csv())))
-    assert [r["query_key"] for r in rows] == ["a", "b", "c"]
+    assert [r["query_key"][0] for r in rows] == ["a", "b", "c"]
     assert rows[2]["user"] == "'=HYPERLINK(1)"  # spreadsheet formula neutralized
     assert float(rows[0]["epsilon"]) == 0.5 and rows[0]["answer"] == '{"value": 41.5}'
+    assert rows[0]["dp"] == "yes"
     only = list(csv.DictReader(io.StringIO(led.export_csv(user="alice", dataset_id="d2"))))
-    assert [r["query_key"] for r in only] == ["b"]
+    assert [r["query_key"][0] for r in only] == ["b"]
 
 
 def test_schema_name_is_validated():
@@ -288,26 +297,87 @@ def test_in_memory_ledger_is_one_database_for_every_thread():
         results = list(pool.map(work, range(40)))
     assert results.count(False) == 8 == len(led.releases())  # 1.0 / 0.125 charges fit
     assert led.budget(role=Role.COLLABORATOR, dataset_id="ds").spent == 1.0
+    assert check_invariants(led) == []
     led.close()
 
 
-def test_an_older_ledger_is_migrated_on_start(tmp_path):
-    url = f"sqlite:///{tmp_path / 'old.sqlite'}"
-    old = Ledger(url)
-    charge(old, "a")
-    old.close()
+def _schema_2_ledger(url: str, schema: str | None) -> None:
+    """A ledger as version 2 wrote it: internal tiers and the calibration count stored as
+    releases of a "system" user charged to the owner, paper mode counted as DP."""
+    from datetime import UTC, datetime
+
+    md = sa.MetaData()
+    cols = [sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+            sa.Column("created_at", sa.DateTime(timezone=True)), sa.Column("user_name", sa.String),
+            sa.Column("role", sa.String), sa.Column("dataset_id", sa.String),
+            sa.Column("dataset_version", sa.String), sa.Column("query_key", sa.Text),
+            sa.Column("tier", sa.Integer), sa.Column("mechanism", sa.String),
+            sa.Column("epsilon", sa.Float), sa.Column("dataset_loss", sa.Float),
+            sa.Column("answer_json", sa.Text)]
+    rel = sa.Table("ledger_releases", md, *cols,
+                   sa.UniqueConstraint("dataset_version", "query_key", "tier"))
+    bud = sa.Table("ledger_budgets", md, sa.Column("role", sa.String, primary_key=True),
+                   sa.Column("dataset_id", sa.String, primary_key=True),
+                   sa.Column("first_charge_at", sa.DateTime(timezone=True)),
+                   sa.Column("period_start", sa.DateTime(timezone=True)),
+                   sa.Column("spent", sa.Float))
+    meta = sa.Table("ledger_meta", md, sa.Column("key", sa.String, primary_key=True),
+                    sa.Column("value", sa.String))
+    sa.Table("ledger_deliveries", md, sa.Column("id", sa.Integer, primary_key=True),
+             sa.Column("release_id", sa.Integer), sa.Column("delivered_at", sa.DateTime),
+             sa.Column("user_name", sa.String), sa.Column("role", sa.String))
     engine = sa.create_engine(url)
-    with engine.begin() as conn:  # make it look like a schema-1 ledger
-        conn.execute(sa.text("DROP TABLE ledger_deliveries"))
-        conn.execute(sa.text("UPDATE ledger_meta SET value = '1' WHERE key = 'schema_version'"))
-    new = Ledger(url)
-    assert new.cached(dataset_version="v1", query_key="a", tier=1, user="bob") is not None
-    assert len(new.deliveries()) == 1
-    with engine.connect() as conn:
-        assert conn.execute(sa.text("SELECT value FROM ledger_meta")).scalar_one() == "2"
-        conn.execute(sa.text("UPDATE ledger_meta SET value = '99'"))
-        conn.commit()
+    if schema:
+        engine = engine.execution_options(schema_translate_map={None: schema})
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    system = "system (materialized tiers)"
+    rows = [  # user, role, key, tier, mechanism, ε, dataset loss
+        (system, "owner", '{"query":"count"}', 0, "discrete Laplace", 0.1, 0.1),
+        (system, "owner", "q|internal", 0, "discrete Laplace", 0.4, 0.4),
+        (system, "owner", "q|internal", 1, "discrete Laplace", 0.2, 0.0),
+        ("olga", "owner", "q|as=owner", 0, "discrete Laplace", 0.4, 0.0),
+        ("carl", "collaborator", "q|as=collaborator", 1, "discrete Laplace", 0.2, 0.0),
+        (system, "owner", "p|internal", 0, "PyDPLib per-record Laplace", 848.0, 848.0),
+        ("olga", "owner", "p|as=owner", 0, "PyDPLib per-record Laplace (paper mode)", 848.0,
+         0.0),
+    ]
+    with engine.begin() as conn:
+        if schema:
+            conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+        md.create_all(conn)
+        conn.execute(meta.insert().values(key="schema_version", value="2"))
+        for user, role, key, tier, mech, eps, loss in rows:
+            conn.execute(rel.insert().values(
+                created_at=t0, user_name=user, role=role, dataset_id="ds", dataset_version="v1",
+                query_key=key, tier=tier, mechanism=mech, epsilon=eps, dataset_loss=loss,
+                answer_json='{"value": 1}'))
+        for role, total in (("owner", 0.1 + 0.4 + 0.2 + 0.4 + 848.0 + 848.0),
+                            ("collaborator", 0.2)):
+            conn.execute(bud.insert().values(role=role, dataset_id="ds", first_charge_at=t0,
+                                             period_start=t0, spent=total))
     engine.dispose()
-    new.close()
+
+
+def test_a_schema_2_ledger_is_migrated_so_its_books_add_up(backend):
+    url, schema = backend
+    _schema_2_ledger(url, schema)
+    led = Ledger(url, schema=schema)
+    assert spent(led, Role.OWNER) == pytest.approx(0.4)       # its own view only, sound mode
+    assert spent(led) == pytest.approx(0.2)
+    assert led.dataset_loss("ds") == pytest.approx(0.5)       # the count and tier 0, once
+    assert led.dataset_status("ds").unsound_loss == 848.0     # paper mode, kept apart
+    assert [r.user for r in led.releases()] == ["olga", "carl", "olga"]
+    assert [r.dp for r in led.releases()] == [False, True, True]
+    assert all(t.query_key.startswith("legacy:") for t in led.internal_releases())
+    assert check_invariants(led) == []
+    again = charge(led, "q", eps=0.2, user="cleo")            # the stored answer, free
+    assert again.cached and again.answer == {"value": 1}
+    led.close()
+    engine = sa.create_engine(url)
+    table = f'"{schema}".ledger_meta' if schema else "ledger_meta"
+    with engine.begin() as conn:
+        assert conn.execute(sa.text(f"SELECT value FROM {table}")).scalar_one() == "3"
+        conn.execute(sa.text(f"UPDATE {table} SET value = '99'"))
+    engine.dispose()
     with pytest.raises(RuntimeError, match="newer version"):
-        Ledger(url)
+        Ledger(url, schema=schema)

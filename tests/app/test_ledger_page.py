@@ -17,6 +17,7 @@ from layouts import ledger as ledger_page
 from services.identity.roles import Role
 from services.identity.session import Identity
 from services.ledger.store import Ledger
+from tests.app.test_concurrency_support import answer, toy_plan, toy_release
 
 
 class Session:
@@ -38,10 +39,8 @@ def services(tmp_path):
         ("carl", Role.COLLABORATOR, "breast", "hist:size", 0.75),
         ("tina", Role.THIRD_PARTY, "prostate", "median:age", 0.125),
     ]:
-        ledger.charge_and_record(user=user, role=role, dataset_id=ds, dataset_version=f"{ds}-v1",
-                                 query_key=key, tier=role.noise_factor, mechanism="laplace",
-                                 epsilon=eps, answer={"value": 1.0, "who": user},
-                                 dataset_loss=eps)
+        ledger.release(toy_plan(key, role=role, eps=eps, dataset=ds, version=f"{ds}-v1"),
+                       toy_release, answer({"value": 1.0, "who": user}), user=user)
     yield SimpleNamespace(ledger=ledger, identity=Session())
     ledger.close()
 
@@ -84,22 +83,32 @@ def _export(client, user=None, dataset=None):
 
 
 def test_owner_page_lists_releases_totals_budgets_and_filters(services):
-    text = _text(ledger_page.layout(services, services.identity.current()))
+    text = _text(ledger_callbacks.page_view(services, services.identity.current()))
     for needle in ("mean:psa", "hist:size", "median:age", "count:age", "4 releases",
-                   "Totals per user and dataset", "Budgets", "unlimited", ids.LEDGER_EXPORT):
+                   "Totals per user and dataset", "Budgets", "unlimited", ids.LEDGER_EXPORT,
+                   "Internal releases", "drawn from the data", "Cap"):
         assert needle in text, needle
     assert text.count('"value": "carl"') == 1 and '"value": "breast"' in text  # filter options
 
 
+def test_the_layout_only_draws_what_it_is_given():
+    """layouts/ledger.py receives data and never queries: an empty page needs no ledger."""
+    page = ledger_page.LedgerPage([], [], [], [], ledger_page.pd.DataFrame(
+        columns=["user", "dataset_id", "releases", "epsilon", "dataset_loss", "unsound_epsilon",
+                 "cache_hits", "first_release", "last_release"]), [], 0, [])
+    text = _text(ledger_page.layout(page))
+    assert "Nothing released yet" in text and "No internal release yet" in text
+
+
 @pytest.mark.parametrize("role", [Role.COLLABORATOR, Role.THIRD_PARTY])
 def test_non_owner_page_is_a_refusal_without_data(services, role):
-    text = _text(ledger_page.layout(services, Identity("carl", role, True)))
+    text = _text(ledger_callbacks.page_view(services, Identity("carl", role, True)))
     assert "data owner" in text
     assert "mean:psa" not in text and "tina" not in text and ids.LEDGER_EXPORT not in text
 
 
 def test_unauthenticated_owner_identity_is_refused(services):
-    text = _text(ledger_page.layout(services, Identity("anonymous", Role.OWNER, False)))
+    text = _text(ledger_callbacks.page_view(services, Identity("anonymous", Role.OWNER, False)))
     assert "data owner" in text and "count:age" not in text
 
 
@@ -133,11 +142,13 @@ def test_csv_export_for_owner_with_filters(client):
     data = _export(client).json["response"][ids.LEDGER_DOWNLOAD]["data"]
     assert data["filename"].startswith("ledger-") and data["filename"].endswith(".csv")
     rows = list(csv.DictReader(io.StringIO(data["content"])))
-    assert [r["query_key"] for r in rows] == ["count:age", "mean:psa", "hist:size", "median:age"]
+    assert [r["query_key"].split("|")[0] for r in rows] == ["count:age", "mean:psa",
+                                                            "hist:size", "median:age"]
     data = _export(client, user="carl", dataset="prostate").json["response"][
         ids.LEDGER_DOWNLOAD]["data"]
     rows = list(csv.DictReader(io.StringIO(data["content"])))
-    assert [(r["user"], r["query_key"]) for r in rows] == [("carl", "mean:psa")]
+    assert [(r["user"], r["query_key"]) for r in rows] == [("carl",
+                                                            "mean:psa|as=collaborator")]
     assert "prostate" in data["filename"] and "carl" in data["filename"]
 
 

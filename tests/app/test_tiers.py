@@ -1,8 +1,8 @@
 """Nested tiers through the release service: exact marginals and no extra information.
 
 For many fresh dataset versions, the service materializes the owner tier, refines it to the
-collaborator tier and that to the third-party tier. We read the raw noisy counts the ledger
-keeps server-side and check, at fixed seeds:
+collaborator tier and that to the third-party tier. We read the raw noisy counts the ledger's
+tier store keeps server-side and check, at fixed seeds:
 - each tier's noise has exactly the discrete-Laplace law of a fresh release at its ε
   (chi-square against the exact pmf);
 - the third party's value is the collaborator's plus independent noise: the increment is
@@ -88,12 +88,9 @@ def tier_noise(tmp_path_factory):
         for role in (Role.OWNER, Role.COLLABORATOR, Role.THIRD_PARTY):
             req = ViewRequest("toy", "histogram", "BPH", None, "sound", role)
             service.answer(who, req)
-            key = req.query_key(registry.ds.schema) + "|internal"
-            rel = ledger.cached(dataset_version=f"v{i}", query_key=key, tier=role.noise_factor)
-            noisy = rel.answer["release"]["noisy"]["count"]
-            noise[role.noise_factor].append(np.asarray(noisy, dtype=float).ravel()[0]
-                                            - TRUE_COUNT)
-            scales[role.noise_factor] = rel.answer["release"]["scales"]["count"]
+            rel = ledger.tier(f"v{i}", req.query_key(registry.ds.schema), role.noise_factor)
+            noise[role.noise_factor].append(float(np.ravel(rel.noisy["count"])[0]) - TRUE_COUNT)
+            scales[role.noise_factor] = rel.scales["count"]
     return {t: np.asarray(v) for t, v in noise.items()}, scales
 
 

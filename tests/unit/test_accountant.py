@@ -17,7 +17,7 @@ def test_spend_until_the_budget_is_used():
     for _ in range(10):
         acc.spend(0.1, label="count")
     assert acc.spent == pytest.approx(1.0) and acc.remaining == pytest.approx(0.0)
-    with pytest.raises(BudgetExceededError, match=r"needs ε = 0\.01.*1 spent"):
+    with pytest.raises(BudgetExceededError, match=r"needs ε = 0\.01.*spent 1 of 1, 0 left"):
         acc.spend(0.01, label="histogram of age")
     assert acc.spent == pytest.approx(1.0)  # the refused query charged nothing
     assert len(acc.history) == 10

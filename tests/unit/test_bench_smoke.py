@@ -102,3 +102,19 @@ def test_results_summary_lists_failures_and_anonymize_section(tmp_path, monkeypa
     assert "fast" not in text.split("## Summary")[1].split("###")[0]
     assert "### Demo" in text and "Machine and versions" in text
     assert "### Anonymize" in text
+
+
+def test_door_section_is_spliced_into_the_results_once(tmp_path, monkeypatch):
+    monkeypatch.setattr(bench_callbacks, "DOOR_RESULTS", tmp_path / "RESULTS_door.md")
+    results = tmp_path / "RESULTS.md"
+    results.write_text("# Benchmark results\n\n## Engine\n\nx\n\n## Anonymization page (b)\n\ny\n")
+    table = Table("before and after", ["cohort", "uncached before", "uncached after"])
+    table.add("920", "1 ms", "2 ms")
+    for _ in range(2):   # a second run replaces the section instead of adding another
+        bench_callbacks.write_door_results([table], "python -m bench.bench_callbacks", results)
+    text = results.read_text()
+    assert text.splitlines().count(f"## {bench_callbacks.DOOR_TITLE}") == 1
+    assert text.index("## Engine") < text.index(bench_callbacks.DOOR_TITLE) \
+        < text.index("## Anonymization page")
+    assert "| Python |" in text and "| 920 | 1 ms | 2 ms |" in text
+    assert (tmp_path / "RESULTS_door.md").read_text() in text

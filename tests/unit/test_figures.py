@@ -8,12 +8,14 @@ import plotly.graph_objects as go
 import pytest
 
 from layouts.figures import build
-from services.views.releases import ViewAnswer
+from services.views.answer import ViewAnswer
+from services.views.plans import PLANS
 
 
 def _answer(view: str, groups: list[str], cells: list[str], mechanism: str = "sound",
             tier: int = 1) -> ViewAnswer:
     base = 60.0 if view != "histogram" else 10.0
+    plan = PLANS[view]
     values = [[base + i + j for j in range(len(cells))] for i in range(len(groups))]
     return ViewAnswer(
         dataset_id="d", dataset_title="D", view=view, x="Age", x_label="Age (years)",
@@ -24,6 +26,7 @@ def _answer(view: str, groups: list[str], cells: list[str], mechanism: str = "so
         ci_low=[[v - 2 for v in row] for row in values],
         ci_high=[[v + 2 for v in row] for row in values],
         expected_error=1.0, expected_relative_error=7.0, calibration_note="", n_estimate=900,
+        figure=plan.figure, statistic_label=plan.statistic_label, dp=mechanism != "paper",
     )
 
 

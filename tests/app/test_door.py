@@ -1,0 +1,211 @@
+"""The one door, as a user meets it: what the panel says was spent is what the ledger charged,
+internal work is nobody's spending, every delivery is logged, and a release costs at most two
+SQL transactions (one when cached) on SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from sqlalchemy import event
+
+from layouts import ids
+from layouts.figures import fmt
+from services.data.registry import DatasetRegistry
+from services.identity.roles import Role
+from services.identity.session import Identity
+from services.ledger.audit import check_invariants
+from services.ledger.policy import BudgetPolicy
+from services.ledger.store import Ledger
+from services.views.queries import ViewRequest
+from services.views.releases import ReleaseService, new_rng_factory
+from tests.app.conftest import SessionAs
+from tests.app.explore_client import render
+from tests.app.test_ledger import BACKENDS, backend_for
+
+
+def _find(node: Any, component_id: str) -> Any:
+    """The children of the component ``component_id`` in a Dash JSON tree."""
+    if isinstance(node, dict):
+        props = node.get("props", {})
+        if props.get("id") == component_id:
+            return props.get("children")
+        for value in node.values():
+            found = _find(value, component_id)
+            if found is not None:
+                return found
+    elif isinstance(node, list):
+        for value in node:
+            found = _find(value, component_id)
+            if found is not None:
+                return found
+    return None
+
+
+def _panel(reply, component_id: str) -> str:
+    return str(_find(reply.prop(ids.EX_PANEL), component_id))
+
+
+def _app(tmp_path, budgets: dict | None = None, role: Role = Role.OWNER, user: str | None = None):
+    from app import create_app, services_of
+
+    app = create_app({"data_dir": tmp_path, "budgets": budgets or {}}, seed=9)
+    services = services_of(app)
+    services.identity = SessionAs(role, user)
+    return app, services
+
+
+# -- what the panel says is what the ledger charged --------------------------------------------
+
+def test_owner_budget_grows_by_exactly_the_epsilon_the_panel_shows(client, explore_app):
+    from app import services_of
+
+    ledger = services_of(explore_app).ledger
+    shown = []
+    for view, group in (("mean", "PIRADS score"), ("histogram", "PIRADS score"),
+                        ("median", "Prostatitis")):
+        before = ledger.budget(role=Role.OWNER, dataset_id="pirads").spent
+        reply = render(client, view=view, group=group)
+        after = ledger.budget(role=Role.OWNER, dataset_id="pirads").spent
+        charged = ledger.releases(limit=1)[0].epsilon
+        assert after - before == pytest.approx(charged, abs=1e-12)
+        assert _panel(reply, ids.PANEL_SPENT) == fmt(charged)          # what the panel says
+        assert _panel(reply, ids.PANEL_EPSILON) == fmt(charged)        # the view's own ε
+        shown.append(charged)
+    assert ledger.budget(role=Role.OWNER, dataset_id="pirads").spent == pytest.approx(sum(shown))
+    assert check_invariants(ledger) == []
+
+
+def test_paper_mode_is_recorded_as_not_dp_and_charges_no_sound_budget(client, explore_app):
+    from app import services_of
+
+    ledger = services_of(explore_app).ledger
+    reply = render(client, view="mean", mechanism="paper")
+    assert "Not differentially private as labelled" in reply.panel_text
+    status = ledger.status(role=Role.OWNER, dataset_id="pirads", user="test-owner")
+    assert status.role.spent == 0.0 and status.dataset.loss == 0.0   # outside sound totals
+    row = ledger.releases(limit=1)[0]
+    assert not row.dp and row.charged == 0.0
+    assert status.dataset.unsound_loss == row.epsilon > 1.0          # lower bound, kept apart
+    spent_text = _panel(reply, ids.PANEL_SPENT)
+    assert spent_text.startswith(f"{fmt(0.0)} — not differentially private")
+    assert f"at least ε = {fmt(row.epsilon)}" in spent_text
+    assert check_invariants(ledger) == []
+
+
+def test_an_owner_budget_of_half_never_blocks_a_collaborator(tmp_path):
+    app, services = _app(tmp_path, {"owner": 0.5}, Role.COLLABORATOR)
+    client = app.server.test_client()
+    for view, group in (("histogram", "PIRADS score"), ("mean", "PIRADS score"),
+                        ("median", "Prostatitis"), ("variance", "none")):
+        reply = render(client, role="collaborator", view=view, group=group)
+        assert reply.figures(), reply.message
+    assert services.ledger.budget(role=Role.OWNER, dataset_id="pirads").spent == 0.0
+    services.identity.set(Role.OWNER)      # the owner's own budget still binds the owner
+    refused = render(client, view="histogram", group="PIRADS score")
+    assert "budget exhausted for the owner role" in refused.message.lower()
+
+
+def test_a_second_user_opening_a_cached_view_is_logged_as_a_delivery(client, session,
+                                                                     explore_app):
+    from app import services_of
+
+    ledger = services_of(explore_app).ledger
+    session.set(Role.COLLABORATOR, "carl")
+    first = render(client, role="collaborator", view="mean")
+    session.set(Role.COLLABORATOR, "cleo")
+    second = render(client, role="collaborator", view="mean")
+    assert "nothing charged" in second.panel_text
+    assert second.figures()[0]["data"] == first.figures()[0]["data"]
+    release_id = ledger.releases(user="carl", limit=1)[0].id
+    assert [(u, r, i) for _, u, r, i in ledger.deliveries()] == [
+        ("cleo", "collaborator", release_id)]
+
+
+# -- SQL transactions per release --------------------------------------------------------------
+
+@pytest.fixture(params=BACKENDS)
+def counted(request, tmp_path):
+    """(service, counter) on a fresh ledger; counter() = transactions begun since last call."""
+    gen = backend_for(request.param, tmp_path)
+    url, schema = next(gen)
+    ledger = Ledger(url, BudgetPolicy(), schema=schema)
+    begun = [0]
+    event.listen(ledger.db.base_engine, "begin", lambda _conn: begun.__setitem__(0, begun[0] + 1))
+    registry = DatasetRegistry(tmp_path / "datasets")
+    service = ReleaseService(registry, ledger, rng_factory=new_rng_factory(3))
+
+    def counter() -> int:
+        n, begun[0] = begun[0], 0
+        return n
+
+    yield service, counter
+    ledger.close()
+    gen.close()
+
+
+def test_a_release_takes_at_most_two_transactions_and_a_cached_one_exactly_one(counted):
+    service, transactions = counted
+    owner, olivia = Identity("olga", Role.OWNER, True), Identity("olivia", Role.OWNER, True)
+    carl = Identity("carl", Role.COLLABORATOR, True)
+    grouped = ViewRequest("pirads", "histogram", "Age", "PIRADS score", "sound", Role.OWNER)
+    transactions()
+    first = service.answer(owner, grouped)            # also releases the DP size n̂
+    assert not first.cached and transactions() <= 2
+    assert service.answer(owner, grouped).cached and transactions() == 1
+    assert service.answer(olivia, grouped).cached and transactions() == 1   # delivery logged
+    as_collab = ViewRequest("pirads", "histogram", "Age", "PIRADS score", "sound",
+                            Role.COLLABORATOR)
+    assert not service.answer(carl, as_collab).cached and transactions() <= 2  # refined tier
+    for view, group in (("mean", None), ("median", "Prostatitis"), ("variance", "BPH")):
+        req = ViewRequest("pirads", view, "Age", group, "sound", Role.OWNER)
+        assert not service.answer(owner, req).cached and transactions() <= 2
+        assert service.answer(owner, req).cached and transactions() == 1
+    assert [u for _, u, _, _ in service.ledger.deliveries()] == ["olga", "olivia"] + ["olga"] * 3
+    assert check_invariants(service.ledger) == []
+
+
+class _NoRows:
+    """A dataset whose public metadata can be read but whose rows cannot."""
+
+    def __init__(self, ds) -> None:
+        self.id, self.title, self.version, self.schema = ds.id, ds.title, ds.version, ds.schema
+
+    @property
+    def frame(self):
+        raise AssertionError("a quote must not read a private row")
+
+
+def test_a_view_quote_reads_no_row_spends_nothing_and_matches_the_charge(tmp_path):
+    ledger = Ledger(f"sqlite:///{tmp_path / 'ledger.sqlite'}")
+    service = ReleaseService(DatasetRegistry(tmp_path / "datasets"), ledger,
+                             rng_factory=new_rng_factory(5))
+    ds = service.registry.get("pirads")
+    carl = Identity("carl", Role.COLLABORATOR, True)
+    req = ViewRequest("pirads", "histogram", "Age", "PIRADS score", "sound", Role.COLLABORATOR)
+    first = service.quote(carl, req, dataset=_NoRows(ds))
+    assert first.plan is None and first.missing_inputs == ("size",)   # n̂ not released yet
+    assert service.public_size(ds) is None
+    service.answer(carl, ViewRequest("pirads", "mean", "Age", None, "sound",
+                                     Role.COLLABORATOR))              # releases n̂
+    quote = service.quote(carl, req, dataset=_NoRows(ds))
+    before = service.status(carl, "pirads")
+    assert quote.plan is not None and quote.refusal is None
+    assert quote.status == before and len(ledger.releases()) == 1
+    ans = service.answer(carl, req, dataset=ds)
+    assert ans.epsilon_charged == quote.cost == ans.epsilon
+    assert ans.budget_spent == pytest.approx(before.role.spent + quote.cost)
+    assert ans.dataset_loss == pytest.approx(before.dataset.loss + quote.loss_growth)
+    assert service.public_size(ds) == ans.n_estimate
+    assert service.quote(carl, req, dataset=_NoRows(ds)).cached
+    ledger.close()
+
+
+def test_the_panel_shows_a_per_user_limit_when_one_is_set(tmp_path):
+    app, services = _app(tmp_path, {"per_user": {"collaborator": 0.5}}, Role.COLLABORATOR,
+                         "carl")
+    reply = render(app.server.test_client(), role="collaborator", view="mean")
+    spent = services.ledger.status(role=Role.COLLABORATOR, dataset_id="pirads", user="carl")
+    assert f"your own share: ε {fmt(spent.user.spent)} of 0.5" in reply.panel_text
+    assert json.dumps(reply.prop(ids.EX_MESSAGE)) == "null"
