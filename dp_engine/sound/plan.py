@@ -31,7 +31,6 @@ from scipy import special
 
 from dp_engine.bands import band as band_of
 from dp_engine.errors import UnknownQueryError
-from dp_engine.sound.accuracy import laplace_sum
 from dp_engine.sound.calibrate import n_bins
 from dp_engine.sound.pilot import GroupScales
 from dp_engine.sound.releases import (
@@ -39,7 +38,7 @@ from dp_engine.sound.releases import (
     candidates_for,
     count_cell_error,
     expected_quantile_error,
-    moment_error_scales,
+    moment_error,
     moment_noise,
     same_edges,
 )
@@ -129,13 +128,10 @@ def error_curves(statistic: str, eps: np.ndarray, scales: GroupScales, *, bins: 
         return e_abs, 100.0 * e_abs / scale, 100.0 * ratio * e_abs / scale
     lower, upper = scales.lower, scales.upper
     if statistic in ("mean", "variance"):
-        mid = (lower + upper) / 2.0
         mean_p, var_p = scales.mean()[:, None], scales.variance()[:, None]
         sc, _, _ = moment_noise(lower, upper, eps, statistic, contribution)
-        terms = moment_error_scales(statistic, sc, lower, upper, mean_p - mid, var_p)
-        cap = upper - lower if statistic == "mean" else ((upper - lower) / 2) ** 2
-        e_abs = np.minimum(laplace_sum(terms) / n, cap)
-        m_abs = np.minimum(laplace_sum(terms, 0.5) / n, cap)
+        e_abs = moment_error(statistic, sc, lower, upper, mean_p, var_p, n)
+        m_abs = moment_error(statistic, sc, lower, upper, mean_p, var_p, n, 0.5)
         target = np.abs(mean_p) if statistic == "mean" else var_p
         with np.errstate(divide="ignore", invalid="ignore"):
             return (e_abs, np.where(target > 0, 100.0 * e_abs / target, np.inf),

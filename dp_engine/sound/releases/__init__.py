@@ -40,6 +40,7 @@ from dp_engine.sound.releases.counts import (
 )
 from dp_engine.sound.releases.moments import (
     finish_moments,
+    moment_error,
     moment_error_scales,
     moment_noise,
     release_moments,
@@ -58,7 +59,7 @@ from dp_engine.sound.releases.quantiles import (
 __all__ = [
     "BUILD_LEVEL", "FINE_CANDIDATES", "LEVEL", "candidates_for", "count_cell_error",
     "expected_quantile_error", "finish", "finish_counts", "finish_moments", "finish_quantiles",
-    "group_epsilons", "moment_error_scales", "moment_noise", "public_from_params",
+    "group_epsilons", "moment_error", "moment_error_scales", "moment_noise", "public_from_params",
     "quantile_candidates", "release_counts", "release_moments", "release_quantiles",
     "same_edges", "uniform_quantile_error",
 ]
