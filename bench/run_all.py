@@ -2,7 +2,8 @@
 
 Usage: ``python -m bench.run_all [--quick] [--only engine,loading,callbacks] [--output PATH]``.
 ``--quick`` shrinks the sizes (for a fast look; the header says so). The anonymization page's
-own results (``bench/RESULTS_anonymize.md``, written by ``bench/bench_anonymize.py``) are
+own results (``bench/RESULTS_anonymize.md``, written by ``bench/bench_anonymize.py``) and the
+accuracy results of issue 10 (``bench/RESULTS_accuracy.md``, ``bench/bench_accuracy.py``) are
 included verbatim when present.
 """
 
@@ -25,6 +26,7 @@ SUITES: dict[str, tuple[str, Callable[[BenchConfig], list[Table]]]] = {
     "callbacks": ("Explore page latency (issue 4)", bench_callbacks.run),
 }
 ANONYMIZE_RESULTS = BENCH_DIR / "RESULTS_anonymize.md"
+ACCURACY_RESULTS = BENCH_DIR / "RESULTS_accuracy.md"   # python -m bench.bench_accuracy
 
 
 def _run_suite(name: str, config: BenchConfig) -> tuple[list[Table], str | None]:
@@ -83,6 +85,9 @@ def render(
     if ANONYMIZE_RESULTS.exists():
         parts += ["## Anonymization page (bench/RESULTS_anonymize.md)", ""]
         parts += [_demote_headings(ANONYMIZE_RESULTS.read_text()), ""]
+    if ACCURACY_RESULTS.exists():
+        parts += ["## Accuracy of the sound views (issue 10, bench/RESULTS_accuracy.md)", ""]
+        parts += [_demote_headings(ACCURACY_RESULTS.read_text()), ""]
     return "\n".join(parts).rstrip() + "\n"
 
 
