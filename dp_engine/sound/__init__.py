@@ -55,6 +55,8 @@ from dp_engine.sound.plan import (
     TierPlan,
     plan_groups,
     plan_tiers,
+    release_group_sizes,
+    release_pilot,
 )
 from dp_engine.sound.release import Release
 from dp_engine.sound.releases import release_counts, release_moments, release_quantiles
@@ -100,6 +102,8 @@ __all__ = [
     "public_group_sizes",
     "realized_relative_error",
     "release_counts",
+    "release_group_sizes",
+    "release_pilot",
     "release_moments",
     "release_quantiles",
     "scales_from_pilot",

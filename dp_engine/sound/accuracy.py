@@ -13,12 +13,37 @@ import math
 import numpy as np
 
 
+def _dlap_scalar(scale: float, grid: float, level: float | None) -> float:
+    """E|noise| (level None) or the ``level`` half-width of one discrete Laplace, in floats."""
+    r = grid / scale
+    if r > 700 or r != r:
+        return 0.0 if r > 700 else math.nan
+    if level is None:
+        return grid * 2.0 * math.exp(-r) / -math.expm1(-2.0 * r)
+    a = math.exp(-r)
+    m = math.ceil(math.log((1.0 - level) * (1.0 + a) / 2.0) / -r - 1.0 - 1e-12)
+    return grid * max(m, 0)
+
+
+def _dlap(scale, grid: float, level: float | None):
+    arr = np.asarray(scale, dtype=float)
+    if arr.size == 1:       # one scale (most calls): plain floats, no array overhead
+        value = _dlap_scalar(float(arr.reshape(-1)[0]), grid, level)
+        return value if arr.ndim == 0 else np.full(arr.shape, value)
+    r = grid / arr
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        a = np.exp(-r)
+        if level is None:
+            out = grid * 2.0 * a / -np.expm1(-2.0 * r)
+        else:
+            m = np.ceil(np.log((1.0 - level) * (1.0 + a) / 2.0) / -r - 1.0 - 1e-12)
+            out = grid * np.maximum(m, 0.0)
+    return np.where(r > 700, 0.0, out)
+
+
 def dlap_abs_mean(scale, grid: float = 1.0):
     """E|noise| of discrete Laplace: grid · 2a/(1 − a²), a = exp(−grid/scale) (elementwise)."""
-    r = grid / np.asarray(scale, dtype=float)
-    with np.errstate(over="ignore", invalid="ignore"):
-        out = np.where(r > 700, 0.0, grid * 2.0 * np.exp(-r) / -np.expm1(-2.0 * r))
-    return float(out) if out.ndim == 0 else out
+    return _dlap(scale, grid, None)
 
 
 def dlap_half_width(scale, level: float, grid: float = 1.0):
@@ -26,12 +51,7 @@ def dlap_half_width(scale, level: float, grid: float = 1.0):
 
     P(|K| > m) = 2a^(m+1)/(1 + a), so m = ⌈log((1 − level)(1 + a)/2)/log a⌉ − 1.
     """
-    r = grid / np.asarray(scale, dtype=float)
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        a = np.exp(-r)
-        m = np.ceil(np.log((1.0 - level) * (1.0 + a) / 2.0) / -r - 1.0 - 1e-12)
-    out = np.where(r > 700, 0.0, grid * np.maximum(m, 0.0))
-    return float(out) if out.ndim == 0 else out
+    return _dlap(scale, grid, level)
 
 
 def mean_error(
@@ -198,14 +218,19 @@ def _laplace_sum_scalar(a: list[float], level: float | None) -> float:
     if level is None:
         return sum(ci * ai for ci, ai in zip(c, a, strict=True))
     tail = 1.0 - level
-    lo = math.log(a[-1] * math.log(1.0 / tail))
-    hi = math.log(sum(a) * math.log(len(a) / tail)) + 1e-9
-    for _ in range(40):
-        mid = 0.5 * (lo + hi)
-        x = math.exp(mid)
-        p = sum(ci * math.exp(-x / ai) for ci, ai in zip(c, a, strict=True))
-        if p > tail:
-            lo = mid
+    lo = a[-1] * math.log(1.0 / tail)                 # the largest term alone (a lower bound)
+    hi = sum(a) * math.log(len(a) / tail)             # the union bound (an upper bound)
+    x = lo
+    for _ in range(60):         # Newton from below on log P(|X| > x) − log tail, bracketed
+        terms = [ci * math.exp(-x / ai) for ci, ai in zip(c, a, strict=True)]
+        p = sum(terms)
+        if p <= tail:
+            hi = x
         else:
-            hi = mid
-    return math.exp(hi)
+            lo = x
+        if hi - lo <= 1e-10 * hi:
+            break
+        slope = sum(t / ai for t, ai in zip(terms, a, strict=True))
+        step = (math.log(p) - math.log(tail)) * p / slope if p > 0 and slope > 0 else 0.0
+        x = x + step if lo < x + step < hi else 0.5 * (lo + hi)
+    return hi

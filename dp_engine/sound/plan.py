@@ -31,8 +31,11 @@ from scipy import special
 
 from dp_engine.bands import band as band_of
 from dp_engine.errors import UnknownQueryError
+from dp_engine.rng import RngLike
+from dp_engine.sound.aggregates import CellCounts
 from dp_engine.sound.calibrate import n_bins
-from dp_engine.sound.pilot import GroupScales
+from dp_engine.sound.pilot import PILOT_EPSILON, GroupScales, group_size_epsilon
+from dp_engine.sound.release import Release
 from dp_engine.sound.releases import (
     FINE_CANDIDATES,
     candidates_for,
@@ -40,6 +43,7 @@ from dp_engine.sound.releases import (
     expected_quantile_error,
     moment_error,
     moment_noise,
+    release_counts,
     same_edges,
 )
 
@@ -102,6 +106,36 @@ class TierPlan:
         with np.errstate(all="ignore"):
             out = np.nanmax(np.where(np.isfinite(stack), stack, -np.inf), axis=0)
         return np.where(np.isfinite(out), out, np.nan)
+
+
+# ---------------------------------------------------------------- the public inputs
+
+
+def release_group_sizes(group_counts: CellCounts, group_keys: Sequence[Any], *,
+                        epsilon: float | None = None, rng: RngLike = None) -> Release:
+    """The DP group sizes of one grouping column (released once per dataset version).
+
+    ``group_counts``: records per group label, as the histogram of the grouping column
+    (shape (1, groups)) or one cell per group (shape (groups, 1)). ε defaults to
+    ``group_size_epsilon`` for the counts' contribution k. ``public_group_sizes`` of the
+    result gives n̂_g. Charge it to the dataset's loss, not to a role.
+    """
+    counts = np.asarray(group_counts.counts)
+    if counts.shape[0] == 1 and counts.shape[1] == len(group_keys) and len(group_keys) > 1:
+        counts = counts.T
+    k = int(group_counts.contribution)
+    eps = group_size_epsilon(contribution=k) if epsilon is None else epsilon
+    return release_counts(CellCounts(counts, k), eps, rng=rng, statistic="count",
+                          group_keys=list(group_keys))
+
+
+def release_pilot(cells: CellCounts, edges: np.ndarray, group_keys: Sequence[Any] | None, *,
+                  epsilon: float = PILOT_EPSILON, rng: RngLike = None) -> Release:
+    """The DP pilot: the column's grouped histogram on ``pilot_edges`` (once per dataset
+    version, column and grouping column). ``scales_from_pilot(pilot, edges, n_hat)`` turns it
+    into the public scales. Charge it to the dataset's loss, not to a role."""
+    return release_counts(cells, epsilon, rng=rng, bins=np.asarray(edges, dtype=float),
+                          group_keys=None if group_keys is None else list(group_keys))
 
 
 # ---------------------------------------------------------------- error models

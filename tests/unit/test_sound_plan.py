@@ -8,15 +8,19 @@ import pytest
 from dp_engine.bands import band
 from dp_engine.sound import (
     DEFAULT_CEILINGS,
+    PILOT_EPSILON,
     WITHHELD_REASON,
     CellCounts,
     GroupScales,
+    cell_counts,
     group_size_epsilon,
     pilot_edges,
     plan_groups,
     plan_tiers,
     public_group_sizes,
     release_counts,
+    release_group_sizes,
+    release_pilot,
     scales_from_pilot,
     uniform_scales,
 )
@@ -110,3 +114,19 @@ def test_without_a_pilot_the_shape_is_uniform():
     scales = uniform_scales([100, 200], 0, 10)
     assert np.allclose(scales.mean(), 5.0) and np.allclose(scales.variance(), 100 / 12, rtol=1e-2)
     assert "uniform" in scales.source
+
+
+def test_the_internal_releases_for_the_public_inputs():
+    g = np.array(["a", "b", "a", "c"] * 25, dtype=object)
+    keys = ["a", "b", "c"]
+    hist = cell_counts(g, keys)                                  # (1, groups)
+    one = release_group_sizes(hist, keys, rng=np.random.default_rng(3))
+    per = release_group_sizes(CellCounts(hist.counts.T), keys, rng=np.random.default_rng(3))
+    assert one.value.tolist() == per.value.tolist() and one.epsilon == group_size_epsilon()
+    assert one.params["group_keys"] == keys and one.statistic == "count"
+    x = np.linspace(20, 100, g.size)
+    pilot = release_pilot(cell_counts(x, EDGES, groups=g, group_keys=keys), EDGES, keys,
+                          rng=np.random.default_rng(4))
+    assert pilot.epsilon == PILOT_EPSILON and np.asarray(pilot.value).shape == (3, 16)
+    scales = scales_from_pilot(pilot, EDGES, public_group_sizes(one))
+    assert scales.groups == 3 and "pilot" in scales.source

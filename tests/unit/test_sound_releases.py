@@ -151,6 +151,10 @@ def test_quantile_cdf_releases_nest_and_keep_their_grids():
     assert (low.ci_low <= low.value).all() and (low.value <= low.ci_high).all()
     wide = (low.ci_high - low.ci_low) > (rel.ci_high - rel.ci_low) - 1e-9
     assert wide.mean() > 0.5                                      # noisier: wider intervals
+    back = Release.from_dict(json.loads(json.dumps(rel.to_dict())))   # the ledger round trip
+    assert same(back, rel)
+    again = refine(back, [1.0, 0.2], rng=np.random.default_rng(10))
+    assert np.allclose(again.value, low.value)
 
 
 def test_coarsening_is_exact():

@@ -108,11 +108,14 @@ def finish_counts(statistic: str, noisy: Mapping[str, Any], scales: Mapping[str,
     g, cells = raw2.shape
     if grouped is None:
         grouped = "group_keys" in params
-    t = np.broadcast_to(np.asarray(scales["count"], dtype=float), (g,))[:, None]
-    live = np.isfinite(raw2).all(axis=1)
-    rounded = np.maximum(np.where(np.isfinite(raw2), raw2, 0.0), 0.0)
-    err = np.broadcast_to(dlap_abs_mean(t), raw2.shape)
-    hw = np.broadcast_to(dlap_half_width(t, BUILD_LEVEL), raw2.shape)
+    one_scale = np.ndim(scales["count"]) == 0
+    t = np.asarray(scales["count"], dtype=float) if one_scale else \
+        np.asarray(scales["count"], dtype=float).reshape(g, 1)
+    finite = np.isfinite(raw2)
+    live = finite.all(axis=1)
+    rounded = np.maximum(np.where(finite, raw2, 0.0), 0.0)
+    err = dlap_abs_mean(t) + np.zeros(raw2.shape)
+    hw = dlap_half_width(t, BUILD_LEVEL)
     low, high = np.maximum(rounded - hw, 0.0), rounded + hw
     public = public_from_params(params)
     if public is not None:
@@ -121,9 +124,8 @@ def finish_counts(statistic: str, noisy: Mapping[str, Any], scales: Mapping[str,
         scale = np.broadcast_to(np.asarray(params["n_estimate"], dtype=float), (g,)) / cells
     else:
         scale = rounded.mean(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        rel = np.where(scale > 0, 100.0 * err.mean(axis=1) / np.where(scale > 0, scale, 1.0),
-                       np.inf)
+    positive = scale > 0
+    rel = np.divide(100.0 * err.mean(axis=1), scale, out=np.full(g, np.inf), where=positive)
     if live.all():
         value: Any = rounded.astype(np.int64)
     else:
