@@ -1,9 +1,10 @@
-"""Expected error and 95 % half-widths from public inputs only.
+"""Expected error and 95 % half-widths from public inputs only, and the one definition of
+relative error (``relative_error``).
 
-Shared by the statistics (to label each release) and by ``calibrate`` (to pick
-ε before any data is touched), so the accuracy map and the labels agree.
-All noise in sound mode is discrete Laplace on a lattice of step ``grid``:
-P(k·grid) ∝ exp(−|k|·grid/scale).
+Shared by the releases (to label each group) and by ``calibrate`` / ``plan`` (to pick ε
+before any data is touched), so the accuracy map and the labels agree. All noise in sound
+mode is discrete Laplace on a lattice of step ``grid``: P(k·grid) ∝ exp(−|k|·grid/scale);
+``laplace_sum`` gives the mean and quantiles of |Σ Laplace| in closed form.
 """
 
 from __future__ import annotations
@@ -65,16 +66,6 @@ def mean_error(
     return np.minimum(per_n / np.maximum(n, 1.0), width)
 
 
-def mean_half_width(
-    width: float, sum_scale: float, sum_grid: float, count_scale: float, n: np.ndarray | float
-):
-    """95 % half-width for the mean (union bound over the two noises, 97.5 % each)."""
-    per_n = dlap_half_width(sum_scale, 0.975, sum_grid) + width / 2 * dlap_half_width(
-        count_scale, 0.975
-    )
-    return np.minimum(per_n / np.maximum(n, 1.0), width)
-
-
 def variance_error(width: float, scales: dict[str, float], grids: dict[str, float], n, level=None):
     """First-order error of S2/N − (S1/N)² over centred values (|x − mid| ≤ h = width/2).
 
@@ -95,29 +86,6 @@ def variance_error(width: float, scales: dict[str, float], grids: dict[str, floa
 
     per_n = size("sumsq") + 2.0 * h * size("sum") + 2.0 * h * h * size("count")
     return np.minimum(per_n / np.maximum(n, 1.0), h * h)
-
-
-def quantile_error(
-    width: float, n_candidates: int, epsilon_q: float, sensitivity: float, n, level=None
-):
-    """Error of an exponential-mechanism quantile under a uniform-data model.
-
-    Public inputs cannot say where the data sit, so we assume n values spread
-    evenly over [lower, upper] (gap g = width/n). The mechanism then picks a rank
-    error with density ∝ exp(−ε_q|r|/(2Δ)), i.e. a value error ≈ Laplace(s) with
-    s = 2Δ·g/ε_q, plus the spread inside one data gap and the grid step h:
-    expected ≈ s + g/4 + h/4; half-width = s·log(1/(1 − level)) + g + h/2.
-    Capped at width/2; NaN when n is unknown.
-    """
-    n = np.asarray(np.nan if n is None else n, dtype=float)
-    gap = width / np.maximum(n, 1.0)
-    step = width / (n_candidates - 1)
-    scale = 2.0 * np.asarray(sensitivity) * gap / epsilon_q
-    if level is None:
-        err = scale + gap / 4.0 + step / 4.0
-    else:
-        err = scale * math.log(1.0 / (1.0 - level)) + gap + step / 2.0
-    return np.where(np.isnan(n), np.nan, np.minimum(err, width / 2.0))
 
 
 # ---------------------------------------------------------------- one definition of error

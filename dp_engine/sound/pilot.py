@@ -119,11 +119,6 @@ class GroupScales:
         return np.asarray([_quantiles_one(row, self.edges, np.asarray(qs, dtype=float))
                            for row in self.shape]).reshape(self.groups, len(qs))
 
-    def proxy_points(self, g: int) -> np.ndarray:
-        """n̂_g typical points of group g: the shape's quantiles at (i + ½)/n̂_g."""
-        n = max(int(round(float(self.n_hat[g]))), 1)
-        return _quantiles_one(self.shape[g], self.edges, (np.arange(n) + 0.5) / n)
-
     def proxy_candidates(self, n_candidates: int) -> np.ndarray:
         """(groups, c + 1) candidate counts of each group's proxy points.
 
