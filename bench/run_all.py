@@ -2,7 +2,8 @@
 
 Usage: ``python -m bench.run_all [--quick] [--only engine,loading,callbacks] [--output PATH]``.
 ``--quick`` shrinks the sizes (for a fast look; the header says so). The anonymization page's
-own results (``bench/RESULTS_anonymize.md``, written by ``bench/bench_anonymize.py``) are
+own results (``bench/RESULTS_anonymize.md``, written by ``bench/bench_anonymize.py``) and the
+accuracy results of issue 10 (``bench/RESULTS_accuracy.md``, ``bench/bench_accuracy.py``) are
 included verbatim when present.
 """
 
@@ -28,6 +29,7 @@ ANONYMIZE_RESULTS = BENCH_DIR / "RESULTS_anonymize.md"
 SECURITY_RESULTS = BENCH_DIR / "RESULTS_security.md"  # python -m bench.bench_security
 WAREHOUSE_RESULTS = BENCH_DIR / "RESULTS_warehouse.md"  # bench/bench_warehouse.py (long run)
 DOOR_RESULTS = bench_callbacks.DOOR_RESULTS  # `python -m bench.bench_callbacks --base REV`
+ACCURACY_RESULTS = BENCH_DIR / "RESULTS_accuracy.md"   # python -m bench.bench_accuracy
 
 
 def _run_suite(name: str, config: BenchConfig) -> tuple[list[Table], str | None]:
@@ -94,6 +96,9 @@ def render(
     if WAREHOUSE_RESULTS.exists():
         parts += ["## Warehouse scale (bench/RESULTS_warehouse.md)", ""]
         parts += [_demote_headings(WAREHOUSE_RESULTS.read_text()), ""]
+    if ACCURACY_RESULTS.exists():
+        parts += ["## Accuracy of the sound views (issue 10, bench/RESULTS_accuracy.md)", ""]
+        parts += [_demote_headings(ACCURACY_RESULTS.read_text()), ""]
     return "\n".join(parts).rstrip() + "\n"
 
 

@@ -23,6 +23,13 @@ backend must return the same integers (tests compare them bit for bit):
 * ``CandidateCounts`` (quantiles): per group, counts over c + 1 cells of
   cell(x) = min(max(floor((clamp(x) − lower) · s), 0), c − 1) + 1 with s = (c − 1)/(upper − lower)
   (cell 0 stays empty: it stands for "below the first candidate").
+
+Added for the unit of privacy (the definitions above are unchanged): every aggregate carries
+``contribution`` k, the most rows one patient may have in it (1 = one row per patient, the
+default). With patient ids and a bound k, the reference functions first keep at most k rows
+per patient (``bound_contributions``), chosen by a seeded hash of the patient's own id and
+row (its position among that patient's rows), so the choice for one patient never depends on
+any other patient; the releases then scale every sensitivity by k.
 """
 
 from __future__ import annotations
@@ -54,6 +61,7 @@ class CellCounts:
     """Records per (group, cell); one row when ungrouped."""
 
     counts: np.ndarray          # int64, shape (groups, cells)
+    contribution: int = 1       # most rows one patient has in these counts
 
 
 @dataclass(frozen=True)
@@ -65,6 +73,7 @@ class MomentSums:
     count: np.ndarray           # float64 holding integers, shape (groups,)
     s1: np.ndarray              # lattice units of step ``lattice_plan(...)[0]["sum"]``
     s2: np.ndarray | None = None  # lattice units of step ``...["sumsq"]``; None for a mean
+    contribution: int = 1       # most rows one patient has in these sums
 
     @property
     def squares(self) -> bool:
@@ -79,32 +88,43 @@ class CandidateCounts:
     upper: float
     n_candidates: int
     counts: np.ndarray          # int64, shape (groups, n_candidates + 1)
+    contribution: int = 1       # most rows one patient has in these counts
 
 
 def cell_counts(values: Any, bins: Any, *, groups: Any = None,
-                group_keys: Sequence[Any] | None = None) -> CellCounts:
-    """Reference (numpy) ``CellCounts``; ``bins``: numeric edges ndarray or public categories."""
+                group_keys: Sequence[Any] | None = None, patients: Any = None,
+                max_rows_per_patient: int | None = None, bound_seed: int = 0) -> CellCounts:
+    """Reference (numpy) ``CellCounts``; ``bins``: numeric edges ndarray or public categories.
+
+    With ``patients`` (one id per row) and ``max_rows_per_patient`` k, at most k rows per
+    patient are kept first (``bound_contributions``) and the counts carry contribution k.
+    """
+    values, groups, k = _bounded(values, groups, patients, max_rows_per_patient, bound_seed)
     kind, spec, nb = _bins(bins)
     keys = None if group_keys is None else _keys(group_keys)
     gcodes = None if keys is None else _group_codes(values, groups, keys)
-    return CellCounts(_cell_counts(values, kind, spec, nb, gcodes, len(keys or [0])))
+    return CellCounts(_cell_counts(values, kind, spec, nb, gcodes, len(keys or [0])), k)
 
 
 def moment_sums(values: Any, lower: float, upper: float, *, squares: bool, groups: Any = None,
-                group_keys: Sequence[Any] | None = None) -> MomentSums:
+                group_keys: Sequence[Any] | None = None, patients: Any = None,
+                max_rows_per_patient: int | None = None, bound_seed: int = 0) -> MomentSums:
     """Reference (numpy) ``MomentSums`` of values clamped to the public [lower, upper]."""
+    values, groups, k = _bounded(values, groups, patients, max_rows_per_patient, bound_seed)
     lower, upper = check_bounds(lower, upper)
     keys = None if group_keys is None else _keys(group_keys)
     gcodes = None if keys is None else _group_codes(values, groups, keys)
     x, gcodes = _numeric_with_groups(values, gcodes)
     totals, _, _ = _sums(x, gcodes, len(keys or [0]), lower, upper, squares)
-    return MomentSums(lower, upper, totals["count"], totals["sum"], totals.get("sumsq"))
+    return MomentSums(lower, upper, totals["count"], totals["sum"], totals.get("sumsq"), k)
 
 
 def candidate_counts(values: Any, lower: float, upper: float, n_candidates: int, *,
-                     groups: Any = None,
-                     group_keys: Sequence[Any] | None = None) -> CandidateCounts:
+                     groups: Any = None, group_keys: Sequence[Any] | None = None,
+                     patients: Any = None, max_rows_per_patient: int | None = None,
+                     bound_seed: int = 0) -> CandidateCounts:
     """Reference (numpy) ``CandidateCounts`` on the uniform grid of ``n_candidates`` points."""
+    values, groups, k = _bounded(values, groups, patients, max_rows_per_patient, bound_seed)
     lower, upper = check_bounds(lower, upper)
     c = int(n_candidates)
     keys = None if group_keys is None else _keys(group_keys)
@@ -123,7 +143,86 @@ def candidate_counts(values: Any, lower: float, upper: float, n_candidates: int,
         return idx
 
     counts = _chunked_bincount(x, gcodes, c + 1, len(keys or [0]), index)
-    return CandidateCounts(lower, upper, c, counts)
+    return CandidateCounts(lower, upper, c, counts, k)
+
+
+def coarsen(cands: CandidateCounts, n_candidates: int) -> CandidateCounts:
+    """The exact counts on a coarser grid that keeps every r-th candidate.
+
+    Needs (c − 1) divisible by (n_candidates − 1): each coarse cell is the union of r fine
+    cells, so the result equals ``candidate_counts`` on the coarse grid bit for bit.
+    """
+    c, c2 = cands.n_candidates, int(n_candidates)
+    if c2 == c:
+        return cands
+    if c2 < 2 or (c - 1) % (c2 - 1):
+        raise DataTypeError(
+            f"A grid of {c} candidates can only be coarsened to n with (n − 1) dividing {c - 1}."
+        )
+    r = (c - 1) // (c2 - 1)
+    fine = cands.counts
+    inner = fine[:, 1:c].reshape(fine.shape[0], c2 - 1, r).sum(axis=2)
+    counts = np.concatenate([fine[:, :1], inner, fine[:, c:]], axis=1)
+    return CandidateCounts(cands.lower, cands.upper, c2, counts, cands.contribution)
+
+
+def bound_contributions(patients: Any, max_rows: int, *, seed: int = 0) -> np.ndarray:
+    """Rows kept (bool mask) when each patient may contribute at most ``max_rows`` rows.
+
+    Each row gets the key hash(seed, patient id, its position among that patient's rows);
+    a patient's ``max_rows`` rows with the smallest keys are kept. The key of a row depends
+    on its own patient only, so adding or removing another patient never changes which rows
+    of this one are kept: neighbours differ by at most k rows of one patient. Rows without a
+    patient id are dropped (they cannot be bounded). Reproducible for a fixed seed.
+    """
+    k = _check_k(max_rows)
+    ids = pd.Series(np.asarray(patients, dtype=object) if not isinstance(patients, pd.Series)
+                    else patients.to_numpy(dtype=object))
+    present = ids.notna().to_numpy()
+    text = ids.where(ids.notna(), "").astype(str)
+    occurrence = text.groupby(text.to_numpy(), sort=False).cumcount().to_numpy()
+    key = pd.util.hash_pandas_object(
+        pd.DataFrame({"id": text.to_numpy(), "row": occurrence}), index=False,
+        hash_key=f"{int(seed) % 10**16:016d}",
+    ).to_numpy()
+    codes, _ = pd.factorize(text.to_numpy())
+    order = np.lexsort((occurrence, key, codes))         # by patient, then key, then position
+    rank = np.empty(order.size, dtype=np.int64)
+    sorted_codes = codes[order]
+    starts = np.r_[0, np.flatnonzero(np.diff(sorted_codes)) + 1]
+    first = np.repeat(starts, np.diff(np.r_[starts, order.size]))
+    rank[order] = np.arange(order.size) - first
+    return present & (rank < k)
+
+
+def _check_k(max_rows: Any) -> int:
+    if isinstance(max_rows, bool) or not isinstance(max_rows, (int, np.integer)) or max_rows < 1:
+        raise DataTypeError(
+            f"The most rows per patient must be a whole number ≥ 1 (got {max_rows!r})."
+        )
+    return int(max_rows)
+
+
+def _take(values: Any, mask: np.ndarray) -> Any:
+    if isinstance(values, (pd.Series, pd.Index)):
+        return pd.Series(values).iloc[np.flatnonzero(mask)].reset_index(drop=True)
+    arr = np.asarray(values) if not isinstance(values, list) else np.asarray(values, dtype=object)
+    return arr[mask]
+
+
+def _bounded(values, groups, patients, max_rows, seed) -> tuple[Any, Any, int]:
+    """(values, groups, k) after keeping at most k rows per patient (k = 1: no patients)."""
+    if patients is None and max_rows is None:
+        return values, groups, 1
+    if patients is None or max_rows is None:
+        raise DataTypeError(
+            "Bounding each patient's rows needs both the patient column and the most rows "
+            "per patient; set both in the dataset schema."
+        )
+    check_same_length(values, patients)
+    keep = bound_contributions(patients, max_rows, seed=seed)
+    groups = None if groups is None else _take(groups, keep)
+    return _take(values, keep), groups, _check_k(max_rows)
 
 
 # ---------------------------------------------------------------- helpers

@@ -5,7 +5,8 @@ using the same formulas that label each release (``accuracy``):
 
 * count: E|noise| / n;
 * histogram: E|noise| per cell / average cell count n/(bins · groups);
-* mean and quantiles: expected absolute error / (upper − lower);
+* mean and quantiles: expected absolute error / (upper − lower) (quantiles: the noisy-CDF
+  release's error under evenly spread values, ``releases.uniform_quantile_error``);
 * variance: expected absolute error / ((upper − lower)/2)², the largest variance.
 
 Grouped statistics use n / n_groups records per group. The search is Algorithm 1
@@ -27,9 +28,13 @@ import numpy as np
 
 from dp_engine.bands import NOISE_LABELS, band
 from dp_engine.errors import DataTypeError, InvalidEpsilonError, UnknownQueryError
-from dp_engine.sound.accuracy import dlap_abs_mean, mean_error, quantile_error, variance_error
+from dp_engine.sound.accuracy import dlap_abs_mean, mean_error, variance_error
+from dp_engine.sound.releases import candidates_for, uniform_quantile_error
 from dp_engine.sound.statistics import DEFAULT_CANDIDATES, moment_scales
 from dp_engine.sound.validation import check_bounds, check_qs
+
+# One ε per view, against the column's range: the accuracy map the current Explore page uses.
+# The per-group calibration with the one definition of relative error is ``plan``.
 
 STATISTICS = ("count", "histogram", "mean", "variance", "quantiles")
 DEFAULT_GRID = np.geomspace(1e-3, 10.0, 400)
@@ -48,7 +53,8 @@ class Calibration:
     message: str
 
 
-def _n_bins(bins: Any) -> int:
+def n_bins(bins: Any) -> int:
+    """Number of histogram cells of a bins spec (edges array, categories or a count)."""
     if bins is None:
         raise UnknownQueryError("A histogram calibration needs its bins (edges or categories).")
     if isinstance(bins, (int, np.integer)) and not isinstance(bins, bool):
@@ -79,7 +85,7 @@ def expected_relative_error(
     if statistic == "count":
         return 100.0 * dlap_abs_mean(1.0 / epsilon) / per_group
     if statistic == "histogram":
-        return 100.0 * dlap_abs_mean(1.0 / epsilon) / (per_group / _n_bins(bins))
+        return 100.0 * dlap_abs_mean(1.0 / epsilon) / (per_group / n_bins(bins))
     lo, hi = check_bounds(lower, upper)
     width = hi - lo
     if statistic == "mean":
@@ -90,10 +96,11 @@ def expected_relative_error(
         scales, grid = moment_scales(lo, hi, epsilon, squares=True)
         return 100.0 * float(variance_error(width, scales, grid, per_group)) / (width / 2) ** 2
     if statistic == "quantiles":
-        levels = np.asarray(check_qs(qs))
-        eps_q = epsilon / len(levels)
+        # the label of the default (noisy CDF) release under evenly spread values
+        levels = sorted(check_qs(qs))
         c = DEFAULT_CANDIDATES if n_candidates is None else int(n_candidates)
-        errs = quantile_error(width, c, eps_q, np.maximum(levels, 1 - levels), per_group)
+        grid = candidates_for([per_group], c)   # the release's default grid (ε-free)
+        errs = uniform_quantile_error(width, [per_group], [epsilon], levels, 1, grid)
         return 100.0 * float(np.mean(errs)) / width
     raise UnknownQueryError(
         f"Unknown statistic {statistic!r}: choose one of {', '.join(STATISTICS)}."

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-_ARRAY_FIELDS = ("value", "expected_error", "ci_low", "ci_high")
+_ARRAY_FIELDS = ("value", "expected_error", "ci_low", "ci_high", "expected_relative_error")
 
 
 @dataclass(frozen=True, eq=False)
@@ -18,11 +18,20 @@ class Release:
 
     ``value`` is the DP answer after post-processing (rounded / clamped / sorted);
     grouped statistics put the groups on the leading axis. ``expected_error`` and
-    ``ci_low``/``ci_high`` (95 %) come from public inputs only (ε, bounds, bins and
-    a public size estimate). ``noisy`` holds the raw noisy sufficient statistics
+    ``ci_low``/``ci_high`` (95 %) come from public inputs and the release's own noisy
+    numbers only (post-processing). ``noisy`` holds the raw noisy sufficient statistics
     (server-side only, used to refine to a noisier tier); ``scales[name]`` is the
-    noise scale of that component in value units: discrete-Laplace noise on the
-    lattice ``params["grid"][name]`` with P(k·grid) ∝ exp(−|k|·grid/scale).
+    noise scale of that component in value units (one per group when the groups have
+    their own ε): discrete-Laplace noise on the lattice ``params["grid"][name]`` with
+    P(k·grid) ∝ exp(−|k|·grid/scale).
+
+    ``expected_relative_error`` (percent, one per group) is the expected absolute error over
+    the statistic's own scale (``params["error_scale"]`` says which public estimate).
+
+    Per-group ε: ``epsilon`` is the largest ε over the groups (what the view costs under
+    parallel composition) and ``params["epsilon_by_group"]`` lists each group's ε;
+    ``withheld`` (one bool per group, or False) marks groups that got no draw at all: their
+    value is NaN and must be shown as withheld, never as a number.
     """
 
     statistic: str
@@ -35,7 +44,9 @@ class Release:
     ci_low: Any = math.nan
     ci_high: Any = math.nan
     noisy: Mapping[str, np.ndarray] = field(default_factory=dict)
-    scales: Mapping[str, float] = field(default_factory=dict)
+    scales: Mapping[str, Any] = field(default_factory=dict)
+    withheld: Any = False
+    expected_relative_error: Any = math.nan
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict (lists, floats, None for NaN) for the SQL ledger."""
@@ -51,12 +62,15 @@ class Release:
             "ci_high": jsonable(self.ci_high),
             "noisy": jsonable(self.noisy),
             "scales": jsonable(self.scales),
+            "withheld": jsonable(self.withheld),
+            "expected_relative_error": jsonable(self.expected_relative_error),
         }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Release:
         """Inverse of ``to_dict``: lists become numpy arrays again."""
         arrays = {name: _unjson(d.get(name)) for name in _ARRAY_FIELDS}
+        arrays["withheld"] = _flags(d.get("withheld", False))
         return cls(
             statistic=d["statistic"],
             epsilon=float(d["epsilon"]),
@@ -64,7 +78,7 @@ class Release:
             sensitivity=d["sensitivity"],
             params=dict(d.get("params") or {}),
             noisy={k: np.asarray(_nan(v), dtype=float) for k, v in (d.get("noisy") or {}).items()},
-            scales={k: float(v) for k, v in (d.get("scales") or {}).items()},
+            scales={k: _scale(v) for k, v in (d.get("scales") or {}).items()},
             **arrays,
         )
 
@@ -91,6 +105,20 @@ def _nan(obj: Any) -> Any:
     if isinstance(obj, list):
         return [_nan(v) for v in obj]
     return obj
+
+
+def _scale(obj: Any) -> Any:
+    """A noise scale: one float, or one per group (NaN for a withheld group)."""
+    if isinstance(obj, list):
+        return np.asarray(_nan(obj), dtype=float)
+    return float(_nan(obj))
+
+
+def _flags(obj: Any) -> Any:
+    """Withheld flags: False, or one bool per group."""
+    if isinstance(obj, list):
+        return np.asarray(obj, dtype=bool)
+    return bool(obj)
 
 
 def _unjson(obj: Any) -> Any:

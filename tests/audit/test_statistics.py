@@ -197,17 +197,22 @@ def test_moments_direct(statistic):
 
 
 @pytest.mark.parametrize(
-    ("qs", "d", "added", "power"),
+    ("qs", "d", "added", "power", "method"),
     [
-        ((0.5,), [0.0], 1.0, 0.5),  # all of ε on one level: the sharpest test
-        ((0.25, 0.5, 0.75), [0.5, 0.5, 0.5], 0.0, 0.0),  # ε/3 per level, joint output
+        ((0.5,), [0.0], 1.0, 0.5, "independent"),  # all of ε on one level: the sharpest test
+        ((0.25, 0.5, 0.75), [0.5, 0.5, 0.5], 0.0, 0.0, "independent"),  # ε/3 per level
+        # the default noisy CDF: its released quantiles are coarse post-processing of the
+        # tree, so the power check is on the tree itself (tests/audit/test_groups.py)
+        ((0.5,), [0.0], 1.0, 0.0, "cdf"),
+        ((0.25, 0.5, 0.75), [0.5, 0.5, 0.5], 0.0, 0.0, "cdf"),
     ],
 )
-def test_quantiles_replicated(qs, d, added, power):
+def test_quantiles_replicated(qs, d, added, power, method):
     eps = 1.0
 
     def release(v, g, k, rng):
-        return grouped_quantiles(v, g, k, 0.0, 1.0, eps, qs=qs, n_candidates=11, rng=rng)
+        return grouped_quantiles(v, g, k, 0.0, 1.0, eps, qs=qs, n_candidates=11, method=method,
+                                 rng=rng)
 
     def sampler(values):
         return replicas(release, one_group(values))

@@ -198,7 +198,8 @@ def test_high_epsilon_recovers_the_exact_statistics():
     assert variance(x, 0, 100, 1e4, rng=gen).value == pytest.approx(x.var(), abs=1e-2)
     assert count(x, 1e4, rng=gen).value == 5000
     qv = quantiles(x, 0, 100, 1e4, n_candidates=10001, rng=gen).value
-    assert qv == pytest.approx(np.quantile(x, [0.25, 0.5, 0.75]), abs=0.05)
+    # the noisy CDF coarsens to 1001 candidates (step 0.1) and reports the cell's middle
+    assert qv == pytest.approx(np.quantile(x, [0.25, 0.5, 0.75]), abs=0.1)
 
 
 def test_error_labels_do_not_depend_on_the_data():
@@ -290,7 +291,8 @@ def test_count_interval_covers():
 
 
 def test_quantile_mechanism_has_the_exponential_law():
-    """4000 groups holding the same 7 values: each group's median is one EM draw."""
+    """4000 groups holding the same 7 values: each group's median is one EM draw
+    (``method="independent"``: the per-level exponential mechanism)."""
     vals = np.array([0.5, 1.2, 3.3, 3.4, 6.0, 8.8, 9.9])
     g, c, eps = 4000, 11, 2.0
     x = np.tile(vals, g)
@@ -304,6 +306,7 @@ def test_quantile_mechanism_has_the_exponential_law():
         eps,
         qs=[0.5],
         n_candidates=c,
+        method="independent",
         rng=np.random.default_rng(10),
     )
     grid = np.linspace(0, 10, c)
@@ -315,20 +318,24 @@ def test_quantile_mechanism_has_the_exponential_law():
     assert chi2_pvalue(chosen, np.arange(c), probs) > ALPHA
 
 
-def test_quantile_interval_under_the_uniform_model():
+def test_quantile_label_under_the_uniform_model_and_intervals_without_it():
+    """Behaviour change (issue 10): the default box-plot mechanism is the noisy CDF, whose
+    95 % intervals come from its own noise law and hold whatever the data, with or without
+    a public size; the label (expected error) needs a public size and models evenly spread
+    values."""
     gen = np.random.default_rng(11)
     g, n = 2000, 300
     x = gen.uniform(0, 10, g * n)
     groups = np.repeat(np.arange(g), n)
     r = grouped_quantiles(x, groups, list(range(g)), 0, 10, 0.5, qs=[0.5], n_estimate=n, rng=gen)
     truth = np.median(x.reshape(g, n), axis=1)
-    # a model-based interval (uniform data): ask for 94 % coverage rather than 95 %
-    assert coverage_ok((r.ci_low[:, 0] <= truth) & (truth <= r.ci_high[:, 0]), level=0.94)
+    assert coverage_ok((r.ci_low[:, 0] <= truth) & (truth <= r.ci_high[:, 0]))
     realized = np.abs(r.value[:, 0] - truth)
-    assert realized.mean() == pytest.approx(r.expected_error[0, 0], rel=0.15)
+    assert realized.mean() == pytest.approx(r.expected_error[0, 0], rel=0.25)
     no_n = quantiles(x[:n], 0, 10, 0.5, rng=gen)
     assert np.isnan(no_n.expected_error).all()
-    assert (no_n.ci_low == 0).all() and (no_n.ci_high == 10).all()
+    assert (no_n.ci_low <= no_n.value).all() and (no_n.value <= no_n.ci_high).all()
+    assert (no_n.ci_high - no_n.ci_low < 10).all()
 
 
 # ---------------------------------------------------------------- bad input

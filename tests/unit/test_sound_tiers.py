@@ -148,7 +148,9 @@ def test_refine_survives_the_ledger_round_trip():
 def test_refine_refusals():
     x = np.arange(10.0)
     with pytest.raises(NotNestableError, match="afresh"):
-        refine(quantiles(x, 0, 10, 1.0), 0.5)
+        refine(quantiles(x, 0, 10, 1.0, method="independent"), 0.5)
+    with pytest.raises(NotNestableError, match="afresh"):
+        refine(quantiles(x, 0, 10, 1.0, method="joint"), 0.5)
     rel = mean(x, 0, 10, 1.0)
     with pytest.raises(InvalidEpsilonError, match="smaller ε"):
         refine(rel, 1.0)
