@@ -88,9 +88,7 @@ def pilot_spec(dataset: Any, column: str, group: str | None,
 
 def with_bound(query: AggregateQuery, schema: Schema) -> AggregateQuery:
     """The query with the schema's contribution bound (at most k rows per patient)."""
-    if schema.patient_column is None or not hasattr(query, "patient"):
-        return query
-    return replace(query, patient=schema.patient_column, max_rows=schema.contribution_bound)
+    return query.bounded(schema.patient_column, schema.contribution_bound)
 
 
 def view_scales(inputs: Mapping[str, Release], x_spec: ColumnSpec, group: str | None

@@ -229,3 +229,58 @@ def test_withheld_groups_are_labelled_gaps_in_every_figure(tmp_path):
         assert "withheld: too few patients to show at this noise level" in fig, view
         assert "95 % interval" in fig, view
     service.ledger.close()
+
+
+def _repeated_patients() -> tuple[pd.DataFrame, Schema]:
+    """300 patients with 1 to 6 rows each (one row per test), bound k = 2."""
+    rng = np.random.default_rng(4)
+    rows = rng.integers(1, 7, 300)
+    frame = pd.DataFrame({"pid": np.repeat([f"p{i}" for i in range(300)], rows),
+                          "Age": np.repeat(rng.normal(60, 10, 300).round(), rows)})
+    frame["G"] = np.where(frame["Age"] >= 60, "old", "young")
+    schema = Schema("visits", (
+        ColumnSpec("pid", ColumnKind.IDENTIFIER),
+        ColumnSpec("Age", ColumnKind.NUMERIC, unit="years", lower=20, upper=100, bin_width=5),
+        ColumnSpec("G", ColumnKind.CATEGORICAL, categories=("old", "young"))),
+        confirmed=True, patient_column="pid", max_rows_per_patient=2)
+    return frame, schema
+
+
+def test_a_patient_bound_keeps_k_rows_and_scales_the_noise_with_k(tmp_path):
+    frame, schema = _repeated_patients()
+    ds = _Dataset("visits", "Visits", "v1", frame, schema)
+    service = _service(tmp_path, ds, seed=9)
+    req = ViewRequest("visits", "histogram", "Age", "G", "sound", Role.OWNER)
+    ans = service.answer(OWNER, req)
+    assert ans.privacy_unit == "patient" and ans.contribution == 2
+    assert "per patient: at most 2 rows" in ans.sensitivity
+    card = json.dumps(panel(ans, Role.OWNER).to_plotly_json(), default=str)
+    assert "per patient: at most 2 rows of each patient are used" in card
+    tier = service.ledger.tier("v1", req.query_key(schema), 0)
+    assert tier.params["contribution"] == 2
+    eps = np.asarray([e for e in ans.group_epsilon], dtype=float)
+    assert np.allclose(np.ravel(tier.scales["count"]), 2.0 / eps)     # noise scale k/ε_g
+    kept = frame.groupby("pid").head(2)                                # at most 2 rows each
+    noisy_total = np.nansum(np.asarray(tier.noisy["count"], dtype=float))
+    assert abs(noisy_total - len(kept)) < abs(noisy_total - len(frame))
+    per_row = _Dataset("visits", "Visits", "v2", frame,
+                       Schema("visits", schema.columns, confirmed=True))
+    plain = _service(tmp_path, per_row, seed=9, name="rows").answer(OWNER, req)
+    assert plain.privacy_unit == "row" and plain.contribution == 1
+    assert "per row" in plain.sensitivity
+    assert "per row: the table names no patient column" in json.dumps(
+        panel(plain, Role.OWNER).to_plotly_json(), default=str)
+    service.ledger.close()
+
+
+def test_a_source_that_cannot_bound_patients_refuses_plainly(tmp_path):
+    from dp_engine.errors import DPError
+
+    frame, schema = _repeated_patients()
+    parquet = frame_to_parquet(frame, tmp_path / "visits.parquet")
+    ds = _Dataset("visits", "Visits", "v1", None, schema, data=DuckDBSource(parquet))
+    service = _service(tmp_path, ds, seed=1)
+    with pytest.raises(DPError, match="per patient"):
+        service.answer(OWNER, ViewRequest("visits", "mean", "Age", "G", "sound", Role.OWNER))
+    assert service.ledger.releases() == []
+    ds.data.close()
