@@ -36,6 +36,7 @@ PANEL_ERROR = "panel-error"
 PANEL_REALIZED = "panel-realized"
 PANEL_EFFECTIVE = "panel-effective"
 PANEL_ODDS = "panel-odds"
+PANEL_GROUPS = "panel-groups"
 
 # --- Data page (datasets and schemas) ---
 DATA_UPLOAD = "data-upload"
