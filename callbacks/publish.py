@@ -149,6 +149,8 @@ def register_callbacks(app, services: Services) -> None:
                   Input(ids.PUB_QUOTE, "n_clicks"), *form, prevent_initial_call=True)
     def _quote(_n, dataset, title, audience, user, expires, picked, captions, orders):
         identity = services.identity.current()
+        if not access.is_owner(identity):
+            return _alert(OWNER_ONLY), None, True
         try:
             draft = _draft(dataset, title, audience, user, expires, picked,
                            *_with_ids(captions, orders))
@@ -172,6 +174,8 @@ def register_callbacks(app, services: Services) -> None:
     def _act(_n, withdraw_clicks, dataset, title, audience, user, expires, picked, captions,
              orders, quoted):
         identity = services.identity.current()
+        if not access.is_owner(identity):
+            return _alert(OWNER_ONLY), no_update, True
         trigger = ctx.triggered_id
         try:
             if isinstance(trigger, dict) and trigger.get("type") == ids.PUB_WITHDRAW:
