@@ -189,12 +189,15 @@ def selected_rows(picked: Sequence[tuple[str, str]]) -> html.Div:
     if not picked:
         return html.Div()
     rows = [html.Tr([
-        html.Td(dbc.Input(id={"type": ids.PUB_ORDER, "index": key}, type="number", min=1,
-                          max=len(picked), step=1, value=n + 1, size="sm",
-                          style={"width": "4.5rem"}, **{"aria-label": f"Position of {label}"})),
+        html.Td(html.Label([html.Span(f"Position of {label}", className="visually-hidden"),
+                            dbc.Input(id={"type": ids.PUB_ORDER, "index": key}, type="number",
+                                      min=1, max=len(picked), step=1, value=n + 1, size="sm",
+                                      style={"width": "4.5rem"})])),
         html.Td(label, className="small"),
-        html.Td(dbc.Input(id={"type": ids.PUB_CAPTION, "index": key}, type="text", value=label,
-                          maxLength=500, size="sm", **{"aria-label": f"Caption of {label}"})),
+        html.Td(html.Label([html.Span(f"Caption of {label}", className="visually-hidden"),
+                            dbc.Input(id={"type": ids.PUB_CAPTION, "index": key}, type="text",
+                                      value=label, maxLength=500, size="sm")],
+                           className="w-100")),
     ]) for n, (key, label) in enumerate(picked)]
     return dbc.Table([html.Thead(html.Tr([html.Th("Order"), html.Th("View"),
                                           html.Th("Caption")])), html.Tbody(rows)],
