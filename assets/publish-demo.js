@@ -7,8 +7,8 @@
     if (!slides.length) { return; }
     var n = Math.max(0, Math.min(slides.length - 1, next));
     slides.forEach(function (s, i) {
-      s.hidden = i !== n;
       s.classList.toggle("active", i === n);
+      s.setAttribute("aria-hidden", i === n ? "false" : "true");
     });
     d.setAttribute("data-index", String(n));
     var counter = d.querySelector(".demo-counter");

@@ -123,15 +123,15 @@ def demo_deck(opened: Opened, config: dict[str, Any]) -> html.Div:
                       config={**config, "displayModeBar": False}, className="demo-graph",
                       responsive=True),
             html.P(figure_label(fig), className="demo-label"),
-        ], className="demo-slide" + (" active" if n == 0 else ""), hidden=n != 0,
-            **{"aria-label": f"Figure {n + 1} of {n_figs}"}))
+        ], className="demo-slide" + (" active" if n == 0 else ""),
+            **{"aria-label": f"Figure {n + 1} of {n_figs}", "aria-hidden": str(n != 0).lower()}))
     return html.Div([
         html.Div([html.Span(opened.page.title, className="demo-title"),
                   html.Span(f"1 / {n_figs}", className="demo-counter", **{"aria-live": "polite"}),
                   html.Span("← → to step · Esc leaves", className="demo-hint"),
                   dcc.Link("Leave demo", href=f"/views/{opened.page.slug}",
                            className="demo-leave")], className="demo-bar"),
-        *slides,
+        html.Div(slides, className="demo-stage"),
         html.P(total_text(opened), className="demo-total"),
     ], id=ids.DEMO_DECK, className="demo-deck", tabIndex="0")
 
@@ -179,8 +179,11 @@ def publish_page(datasets: Sequence[tuple[str, str]], pages: Sequence[Page],
     ])
 
 
+NOT_RELEASED = " (not released yet)"
+
+
 def candidate_options(cands: Sequence[Candidate]) -> list[dict[str, str]]:
-    return [{"label": c.label + ("" if c.released else " (not released yet)"), "value": c.key}
+    return [{"label": c.label + ("" if c.released else NOT_RELEASED), "value": c.key}
             for c in cands]
 
 
@@ -188,6 +191,7 @@ def selected_rows(picked: Sequence[tuple[str, str]]) -> html.Div:
     """Caption and position inputs for each picked figure (key, label)."""
     if not picked:
         return html.Div()
+    picked = [(key, label.removesuffix(NOT_RELEASED)) for key, label in picked]
     rows = [html.Tr([
         html.Td(html.Label([html.Span(f"Position of {label}", className="visually-hidden"),
                             dbc.Input(id={"type": ids.PUB_ORDER, "index": key}, type="number",

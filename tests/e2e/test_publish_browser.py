@@ -83,7 +83,8 @@ def test_owner_publishes_partner_opens_steps_demo_and_export_opens_offline(dash_
     _click(dash_duo, f"#{ids.VIEW_PAGE} a[href$='/demo']")
     deck = dash_duo.wait_for_element(f"#{ids.DEMO_DECK}", timeout=30)
     _wait_js(driver, "return document.querySelectorAll('.demo-slide .js-plotly-plot').length", 3)
-    visible = "return [...document.querySelectorAll('.demo-slide')].map(s => !s.hidden)"
+    visible = ("return [...document.querySelectorAll('.demo-slide')]"
+               ".map(s => getComputedStyle(s).visibility === 'visible')")
     assert driver.execute_script(visible) == [True, False, False]
     assert _counter(driver) == "1 / 3"
     deck.send_keys(Keys.ARROW_RIGHT)
@@ -97,6 +98,9 @@ def test_owner_publishes_partner_opens_steps_demo_and_export_opens_offline(dash_
     size = driver.execute_script(
         "return parseFloat(getComputedStyle(document.querySelector('.demo-caption')).fontSize)")
     assert size >= 30                                  # projector-sized type
+    widths = driver.execute_script("return [...document.querySelectorAll("
+                                   "'.demo-slide .js-plotly-plot')].map(g => g.offsetWidth)")
+    assert min(widths) > 0.8 * driver.execute_script("return window.innerWidth")
     driver.save_screenshot(str(DOCS / "demo-mode.png"))
     assert _severe(dash_duo.get_logs() or []) == []
 
