@@ -50,6 +50,18 @@ def field(label: str, control: Any, help_text: str = "", *,
         className=class_name)
 
 
+def progress(value: float, text: str, name: str, colour: str = "primary") -> html.Div:
+    """A Bootstrap progress bar named ``name`` for assistive technology, its ``text``
+    readable on every colour (``text-bg-*`` picks dark text on yellow)."""
+    shown = max(0.0, min(float(value), 100.0))
+    return html.Div(
+        html.Div(text, className=f"progress-bar text-bg-{colour}",
+                 style={"width": f"{shown:g}%"}),
+        className="progress", role="progressbar",
+        **{"aria-label": name, "aria-valuenow": f"{shown:.0f}", "aria-valuemin": "0",
+           "aria-valuemax": "100", "aria-valuetext": text})
+
+
 def _cell(value: Any) -> str:
     if value is None:
         return "–"
