@@ -87,27 +87,25 @@ def _list(value: Any) -> list:
     return list(value) if isinstance(value, list | tuple) else []
 
 
-def _trace_rows(trace: Mapping) -> tuple[list[str], list[list[Any]]]:
-    """(header, rows) for one trace: its category / x values beside what it draws."""
-    kind = trace.get("type") or "scatter"
+def _at(values: list, i: int, default: Any = None) -> Any:
+    return values[i] if i < len(values) else default
+
+
+def _trace_rows(trace: Mapping) -> list[dict[str, Any]]:
+    """One row per point (or per box) of a trace: its series and x beside what it draws."""
     name = trace.get("name") or ""
     xs = _values(trace, "x")
-    if kind == "box" and trace.get("median") is not None:
-        stats = [(key, text) for key, text in _BOX_STATS if trace.get(key) is not None]
-        columns = [_values(trace, key) for key, _ in stats]
-        n = max((len(c) for c in columns), default=0)
-        xs = xs or [name] * n
-        rows = [[xs[i] if i < len(xs) else name, *(c[i] if i < len(c) else None
-                                                   for c in columns)] for i in range(n)]
-        return ["Group", *(text for _, text in stats)], rows
+    if trace.get("type") == "box" and trace.get("median") is not None:
+        stats = {text: _values(trace, key) for key, text in _BOX_STATS}
+        n = max(len(v) for v in stats.values())
+        return [{"Series": name, "x": _at(xs, i, name),
+                 **{text: _at(v, i) for text, v in stats.items() if v}} for i in range(n)]
     ys = _values(trace, "y")
     error = trace.get("error_y")
     errs = _values(error, "array") if isinstance(error, Mapping) else []
-    header = ["Series", "x", "y"] + (["± error"] if errs else [])
-    rows = [[name, x, ys[i] if i < len(ys) else None] + ([errs[i] if i < len(errs) else None]
-                                                         if errs else [])
+    return [{"Series": name, "x": x, "y": _at(ys, i),
+             **({"± error": _at(errs, i)} if errs else {})}
             for i, x in enumerate(xs or range(len(ys)))]
-    return header, rows
 
 
 def _title(container: Any) -> str:
@@ -120,21 +118,18 @@ def figure_table(figure: Any, caption: str = "") -> html.Table:
     """The numbers a Plotly figure draws, as a table (its text alternative).
 
     Bar and line traces give one row per point (series, x, y, error bar), precomputed box
-    plots one row per box (whiskers, quartiles, median). Only what the figure already holds
-    is shown, so nothing private is added.
+    plots one row per box (whiskers, quartiles, median); a column a trace lacks shows "–".
+    Only what the figure already holds is shown, so nothing private is added.
     """
     fig = figure.to_plotly_json() if hasattr(figure, "to_plotly_json") else figure
     fig = fig if isinstance(fig, Mapping) else {}
     traces = [t for t in _list(fig.get("data")) if isinstance(t, Mapping)]
     layout = fig.get("layout") if isinstance(fig.get("layout"), Mapping) else {}
-    header: list[str] = []
-    rows: list[list[Any]] = []
-    for trace in traces:
-        h, r = _trace_rows(trace)
-        header = header if len(header) >= len(h) else h
-        rows += r
+    records = [row for trace in traces for row in _trace_rows(trace)]
+    keys = list(dict.fromkeys(key for row in records for key in row))  # first-seen order
+    rows = [[row.get(key) for key in keys] for row in records]
     x_title, y_title = _title(layout.get("xaxis")), _title(layout.get("yaxis"))
-    header = [{"x": x_title or "x", "y": y_title or "y"}.get(h, h) for h in header]
+    header = [{"x": x_title or "x", "y": y_title or "y"}.get(k, k) for k in keys]
     shown = rows[:MAX_TABLE_ROWS]
     text = caption or _title(layout)
     if len(rows) > len(shown):
