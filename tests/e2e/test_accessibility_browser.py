@@ -27,7 +27,7 @@ AXE = Path(__file__).resolve().parents[2] / ".venv" / "axe" / "node_modules" / "
 PASSWORD = "a long enough password"
 USERS = {"olga": "owner", "carl": "collaborator", "tina": "third_party"}
 MARKERS = {"/": GRAPH, "/data": f"#{ids.DATA_UPLOAD}", "/ledger": f"#{ids.LEDGER_TABLE}",
-           "/anonymize": f"#{ids.AN_RUN}"}
+           "/anonymize": f"#{ids.AN_RUN}", "/publish": f"#{ids.PUB_TITLE}"}
 AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa", "best-practice"]
 BLOCKING = {"serious", "critical"}
 
