@@ -15,6 +15,7 @@ from dp_engine.anonymize import LABEL, AnonymizationResult
 from dp_engine.schema import ColumnKind, ColumnRole, Schema
 from layouts import ids
 from layouts.anonymize_figures import empty_figure
+from layouts.graph_config import GRAPH_CONFIG
 from services.identity.roles import Role
 
 ANONYMIZABLE_KINDS = frozenset(
@@ -190,7 +191,7 @@ def layout(registry, identity) -> html.Div | dbc.Alert:
                             dcc.Graph(
                                 id=ids.AN_SCATTER,
                                 figure=empty_figure(),
-                                config={"displaylogo": False},
+                                config=GRAPH_CONFIG,
                             ),
                         ],
                         md=8,
