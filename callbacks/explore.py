@@ -206,11 +206,13 @@ def preview_screen(services: Services, identity, ds, reqs: list[ViewRequest]) ->
         return release_screen(services, identity, ds, reqs)
     if len(shown) > 1:
         graphs = [previews.banner(),
-                  dbc.Row([dbc.Col(_graph(build(p.answer, compact=True), f"preview-{i}"),
+                  dbc.Row([dbc.Col(_graph(previews.mark(build(p.answer, compact=True)),
+                                          f"preview-{i}"),
                                    lg=4, md=12) for i, p in enumerate(shown)], className="g-2")]
         row = ROW + " compare"
     else:
-        graphs, row = [previews.banner(), _graph(build(shown[0].answer), "preview")], ROW
+        graphs = [previews.banner(), _graph(previews.mark(build(shown[0].answer)), "preview")]
+        row = ROW
     refusal = previews.refusal(shown)
     note = refusal or "Nothing spent yet: the chart is a simulated preview."
     return Screen(graphs=graphs, panel=previews.panel(shown, identity.role), row=row,

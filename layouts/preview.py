@@ -26,6 +26,18 @@ def banner() -> dbc.Alert:
         color="info", className="py-2 small", id=ids.EX_PREVIEW_BANNER)
 
 
+def mark(fig: dict) -> dict:
+    """A preview figure, marked in its title and across its plot area."""
+    layout = fig.setdefault("layout", {})
+    title = layout.setdefault("title", {})
+    title["text"] = f"PREVIEW — simulated · {title.get('text', '')}"
+    layout["annotations"] = [*layout.get("annotations", []), {
+        "text": "PREVIEW — SIMULATED, NOT YOUR PATIENTS", "xref": "paper", "yref": "paper",
+        "x": 0.5, "y": 0.5, "showarrow": False, "opacity": 0.18, "textangle": -18,
+        "font": {"size": 22, "color": "#0b5394"}}]
+    return fig
+
+
 def release_label(previews: list[Preview]) -> str:
     """The Release button's text: what pressing it would cost now."""
     if all(p.cached for p in previews):
@@ -67,6 +79,9 @@ def panel(previews: list[Preview], granted: Role) -> dbc.Card:
         html.H2("Preview — nothing spent", className="h5"),
         html.Dl(rows, className="mb-2"),
     ]
+    for flag in dict.fromkeys(f for p in previews for f in p.answer.flags):
+        if flag != PREVIEW_LABEL:
+            body.append(dbc.Alert(flag, color="warning", className="small py-2"))
     stop = refusal(previews)
     if stop:
         body.append(dbc.Alert(stop, color="danger", className="small py-2"))
