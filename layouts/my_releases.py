@@ -40,8 +40,9 @@ def my_releases() -> html.Div:
         html.H2("My releases", className="h6 mb-1", id=f"{ids.EX_MY_RELEASES}-title"),
         html.P("What you and your role released on this dataset. Choose one to reopen it: "
                "free, whatever it cost.", className="small text-muted mb-2"),
-        dbc.RadioItems(id=ids.EX_REOPEN, options=[], value=None, className="small my-releases",
-                       **{"aria-labelledby": f"{ids.EX_MY_RELEASES}-title"}),
+        html.Div(dbc.RadioItems(id=ids.EX_REOPEN, options=[], value=None,
+                                className="small my-releases"),
+                 role="radiogroup", **{"aria-labelledby": f"{ids.EX_MY_RELEASES}-title"}),
         html.Div(id=ids.EX_MY_RELEASES, className="small text-muted"),
     ])
 

@@ -58,18 +58,22 @@ def panel(previews: list[Preview], granted: Role) -> dbc.Card:
     rows: list = []
     for p in previews:
         a = p.answer
+
+        def named(value_id: str, first_only: Preview = p) -> dict:
+            return {"id": value_id} if first_only is first else {}
+
         lo, hi = a.band
         label = f"{a.tier} ({NOISE_LABELS[a.tier]}) · {lo:g}–{hi:g} %"
         eps = "set by PyDPLib's search at release (not DP)" if not p.dp else fmt(a.epsilon)
         rows += [html.Dt("Noise factor and band", className="small text-muted mb-0"),
-                 html.Dd(label, className="mb-1", id=ids.PANEL_BAND if p is first else None),
+                 html.Dd(label, className="mb-1", **named(ids.PANEL_BAND)),
                  html.Dt("ε this release would use", className="small text-muted mb-0"),
-                 html.Dd(eps, className="mb-1", id=ids.PANEL_EPSILON if p is first else None)]
+                 html.Dd(eps, className="mb-1", **named(ids.PANEL_EPSILON))]
         if p.dp:
             rows += [html.Dt("Expected error", className="small text-muted mb-0"),
                      html.Dd(f"± {fmt(a.expected_error)} {a.error_unit} per value "
                              f"(≈ {a.expected_relative_error:.1f} % relative)",
-                             className="mb-1", id=ids.PANEL_ERROR if p is first else None)]
+                             className="mb-1", **named(ids.PANEL_ERROR))]
     cost_text = ("0 — already released to your role, opens free" if all(p.cached for p in
                                                                         previews)
                  else f"{fmt(cost)} from your role's budget")
