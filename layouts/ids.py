@@ -64,6 +64,7 @@ LEDGER_TABLE = "ledger-table"
 LEDGER_FILTER_USER = "ledger-filter-user"
 LEDGER_FILTER_DATASET = "ledger-filter-dataset"
 LEDGER_TOTALS = "ledger-totals"
+LEDGER_DATASETS = "ledger-datasets"
 LEDGER_EXPORT = "ledger-export"
 LEDGER_DOWNLOAD = "ledger-download"
 
