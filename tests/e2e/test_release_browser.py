@@ -83,6 +83,8 @@ def test_preview_then_release_reopen_free_and_export(dash_duo, tmp_path):
         assert _spent(services) == 0.0
     label = dash_duo.find_element(f"#{ids.EX_RELEASE}").text
     shown = float(re.search(r"Release \(ε ([0-9.]+)\)", label).group(1))
+    dash_duo.driver.execute_script("window.scrollTo(0, 0); document.activeElement.blur();")
+    time.sleep(0.3)
     dash_duo.driver.save_screenshot(str(DOCS / "explore-preview.png"))
 
     # Release spends exactly the ε shown (at the 3 digits shown; the ledger keeps the quote)
