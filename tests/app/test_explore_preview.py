@@ -262,7 +262,7 @@ def test_the_cap_refuses_a_non_owner_with_a_clear_message_and_nothing_charged(tm
     assert after == before
     assert shown.prop(ids.EX_RELEASE, "disabled") is True      # the preview said so first
     assert "cap" in json.dumps(shown.prop(ids.EX_RELEASE_NOTE))
-    assert 0 < after.role.spent and after.dataset.loss <= 2.5 + 1e-9
+    assert after.role.spent > 0 and after.dataset.loss <= 2.5 + 1e-9
     # the owner is never refused by the cap
     services.identity = SessionAs(Role.OWNER)
     assert render(client, view="variance", group="Prostatitis").figures()
