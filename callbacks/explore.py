@@ -155,7 +155,7 @@ def _preset_options(services: Services, identity, ds, c: dict[str, Any]) -> list
         if quote.cached:
             cost = "released: opens free"
         elif quote.plan is None:
-            cost = "cost shown after the first preview"
+            cost = "cost shown once previewed"
         elif not quote.plan.dp:
             cost = "paper mode, not DP"
         else:

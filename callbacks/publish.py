@@ -17,10 +17,10 @@ import dash_bootstrap_components as dbc
 import flask
 from dash import ALL, Input, Output, State, ctx, no_update
 
-from callbacks.explore import GRAPH_CONFIG
 from dp_engine.errors import DPError
 from layouts import ids
 from layouts import publish as layout
+from layouts.graph_config import GRAPH_CONFIG
 from layouts.publish_export import page_html
 from services.container import Services
 from services.identity import access

@@ -21,10 +21,12 @@ import pandas as pd
 
 from dp_engine.errors import DPError
 from dp_engine.schema import NUMERIC_KINDS, ColumnSpec, Schema
+from services.data.sources.memory import PandasSource
 from services.identity.roles import Role
 from services.ledger.records import AccountStatus, Quote
 from services.views import statistics as st
 from services.views.answer import ViewAnswer
+from services.views.inputs import with_bound
 from services.views.plans import PaperPlan
 from services.views.queries import ViewRequest
 
@@ -86,6 +88,7 @@ def simulated_frame(schema: Schema, columns: list[str], n: int,
 
 
 def _n_hat(plan: Any) -> int:
+    """The view's public DP size once its plan is built (paper mode: a fixed size)."""
     n = int(getattr(plan, "n_hat", 0) or 0)
     return n if n > 0 else FALLBACK_SIZE
 
@@ -140,16 +143,26 @@ def _rng_factory(req: ViewRequest, schema: Schema) -> Callable[[], np.random.Gen
 
 
 def _simulated_answer(plan, release_plan, req: ViewRequest, dataset) -> ViewAnswer:
-    """Run the view's own mechanism on simulated rows at the release's ε (nothing stored)."""
+    """Run the view's own mechanism on simulated rows at the release's ε (nothing stored).
+
+    Sound views are released from aggregates: the simulated table answers the view's own
+    aggregate query through an in-memory source; paper mode reads the simulated rows.
+    """
     rng = np.random.default_rng(seed_for(req, dataset.schema))
+    schema = dataset.schema
     view = plan.view if isinstance(plan, PaperPlan) else plan   # paper mode wraps a view
-    histogram = view.figure == "histogram"
     columns = [req.x] + ([req.group] if req.group else [])
-    frame = simulated_frame(dataset.schema, columns, _n_hat(view), rng)
-    inputs = st.inputs(req, frame, dataset.schema, histogram=histogram)
+    frame = simulated_frame(schema, columns, _n_hat(view), rng)
+    if isinstance(plan, PaperPlan):
+        rows = st.inputs(req, frame, schema, histogram=view.figure == "histogram")
+        compute = plan.compute(lambda: rows)
+    else:
+        if schema.patient_column:           # one simulated row per simulated patient
+            frame[schema.patient_column] = np.arange(len(frame))
+        agg = PandasSource(frame).aggregate(with_bound(plan.query(), schema))
+        compute = plan.compute(lambda: agg)
     tier = release_plan.key.tier
-    rel = plan.compute(lambda: inputs)(release_plan.epsilons.get(tier), rng)
+    rel = compute(release_plan.epsilons.get(tier), rng)
     published = plan.publish(release_plan, rel, None)
-    answer = ViewAnswer.from_dict({**published, "realized_noise_percent": None,
-                                   "flags": [PREVIEW_LABEL, *published.get("flags", [])]})
-    return answer
+    return ViewAnswer.from_dict({**published, "realized_noise_percent": None,
+                                 "flags": [PREVIEW_LABEL, *published.get("flags", [])]})

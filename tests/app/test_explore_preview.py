@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from layouts import ids
+from layouts.figures import fmt
 from services.identity.roles import Role
 from tests.app.explore_client import post, preset, preview, render, reopen
 
@@ -45,10 +46,10 @@ def _spent(app, user="test-collaborator") -> tuple[float, float]:
     return st.role.spent, st.user.spent
 
 
-def _cost(label: str) -> float:
+def _cost(label: str) -> str:
     match = re.search(r"ε ([0-9.]+)", label)
     assert match, label
-    return float(match.group(1))
+    return match.group(1)
 
 
 @pytest.fixture
@@ -77,11 +78,11 @@ def test_four_control_changes_preview_free_then_release_spends_the_shown_epsilon
     released = render(client, **COLLAB, **steps[-1][1])
     assert not released.preview and released.figures()
     role_spent, user_spent = _spent(collaborator)
-    assert role_spent == user_spent == pytest.approx(shown, rel=2e-3)   # label shows 3 digits
+    assert role_spent == user_spent and fmt(role_spent) == shown     # as shown, 3 digits
     ledger = _services(collaborator).ledger
     (rel,) = ledger.releases(dataset_id="pirads")
     assert released.release_ids() == [str(rel.id)]
-    assert float(rel.epsilon) == pytest.approx(shown, rel=2e-3)
+    assert rel.epsilon == role_spent
     # My releases lists it; reopening is free and sets the controls to it
     options = released.reopen_options()
     assert [o["value"] for o in options] == [str(rel.id)]
@@ -200,7 +201,12 @@ def test_presets_release_in_one_click_and_the_control_follows_the_screen(collabo
     spent, _ = _spent(collaborator)
     assert spent > 0
     labels = {o["value"]: o["label"] for o in chosen.prop(ids.EX_PRESET, "options")}
-    assert "released: opens free" in labels["fig3"] and "ε " in labels["fig4"]
+    assert "released: opens free" in labels["fig3"]
+    assert "cost shown once previewed" in labels["fig4"]      # its inputs are not drawn yet
+    priced = preview(client, ids.EX_VIEW, **COLLAB, view="median", group="Prostatitis")
+    labels = {o["value"]: o["label"] for o in priced.prop(ids.EX_PRESET, "options")}
+    assert re.search(r"· ε [0-9.]+$", labels["fig4"]), labels["fig4"]
+    assert _spent(collaborator)[0] == spent
     # controls now differ from the preset: the control clears
     moved = preview(client, ids.EX_GROUP, **COLLAB, view="mean", group="none",
                     preset="fig3")
@@ -237,7 +243,7 @@ def test_the_cap_refuses_a_non_owner_with_a_clear_message_and_nothing_charged(tm
     from app import create_app
     from tests.app.conftest import SessionAs
 
-    app = create_app({"data_dir": tmp_path, "budgets": {"dataset_cap": 2.5}}, seed=3)
+    app = create_app({"data_dir": tmp_path, "budgets": {"dataset_cap": 6.0}}, seed=3)
     services = _services(app)
     services.identity = SessionAs(Role.COLLABORATOR)
     client = app.server.test_client()
@@ -255,14 +261,15 @@ def test_the_cap_refuses_a_non_owner_with_a_clear_message_and_nothing_charged(tm
             continue
         refused = (shown, reply, before, after)
         break
-    assert refused, "a cap of 2.5 must refuse within six views"
+    assert refused, "a cap of 6 must refuse within six views"
     shown, reply, before, after = refused
     assert "cap on the total privacy loss" in reply.message
     assert "Nothing was charged" in reply.message
     assert after == before
-    assert shown.prop(ids.EX_RELEASE, "disabled") is True      # the preview said so first
-    assert "cap" in json.dumps(shown.prop(ids.EX_RELEASE_NOTE))
-    assert after.role.spent > 0 and after.dataset.loss <= 2.5 + 1e-9
+    assert shown.prop(ids.EX_RELEASE, "disabled") is True
+    # the preview said so first: in its note, or refusing to draw the view's inputs
+    assert "cap" in json.dumps(shown.prop(ids.EX_RELEASE_NOTE)) + shown.message
+    assert after.role.spent > 0 and after.dataset.loss <= 6.0 + 1e-9
     # the owner is never refused by the cap
     services.identity = SessionAs(Role.OWNER)
     assert render(client, view="variance", group="Prostatitis").figures()

@@ -143,6 +143,10 @@ def _safe_config(config) -> bool:
     return config == GRAPH_CONFIG or (isinstance(config, dict) and config.get("staticPlot"))
 
 
+PASSED_IN = {"publish.py"}
+"""Layouts whose graphs take their config from the caller (callbacks/publish.py)."""
+
+
 def test_every_graph_in_the_source_uses_the_shared_config():
     sources = [p for d in ("layouts", "callbacks") for p in (ROOT / d).glob("*.py")]
     calls = 0
@@ -151,8 +155,13 @@ def test_every_graph_in_the_source_uses_the_shared_config():
         for match in re.finditer(r"dcc\.Graph\(", text):
             call = text[match.start(): text.find("\n\n", match.start())]
             calls += 1
-            assert "config=GRAPH_CONFIG" in call or '"staticPlot": True' in call, path
+            assert ("config=GRAPH_CONFIG" in call or '"staticPlot": True' in call
+                    or (path.name in PASSED_IN and "config" in call)), path
     assert calls >= 3
+    publish = (ROOT / "callbacks" / "publish.py").read_text()
+    assert "from layouts.graph_config import GRAPH_CONFIG" in publish
+    for builder in ("demo_deck", "view_page", "page_html"):
+        assert re.search(rf"{builder}\(opened, GRAPH_CONFIG\)", publish), builder
 
 
 def test_every_graph_the_app_sends_uses_the_shared_config(explore_app, client, session):
