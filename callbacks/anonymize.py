@@ -23,6 +23,7 @@ from layouts import ids
 from layouts.accessible import chart_table_children
 from layouts.anonymize_figures import before_after_scatter, empty_figure
 from services.container import Services
+from services.csv_safe import frame_csv
 from services.identity import access
 
 log = logging.getLogger(__name__)
@@ -141,7 +142,7 @@ def _run(services, dataset_id, qis, sensitive, k, method, mode, x, y, rng):
     )
     labels = {c.name: c.display for c in ds.schema.columns}
     store = {
-        "csv": result.release(rng).to_csv(index=False),
+        "csv": frame_csv(result.release(rng)),
         "filename": f"{ds.id}-k{k}-{method}-anonymized.csv",
         "plot": _plot_data(ds.frame, result.released, result.groups, qis),
         "labels": labels,

@@ -1,63 +1,322 @@
-"""Explore-page callbacks: authorize, validate, ask the release service, build figures."""
+"""Explore-page callbacks: preview for free, release on purpose, reopen free, export.
+
+One callback owns the screen, so it always matches the controls: changing a control shows a
+free preview (or opens a view already released to the role, free); the Release button and a
+preset spend through the ledger's door; choosing an item of "My releases" reopens it free and
+sets the controls to it. Every input is untrusted: the identity (and so the paying role) comes
+from the server session, the request is parsed again from the submitted controls, and a
+release id names a stored release only if it belongs to the session's role.
+"""
 
 from __future__ import annotations
 
+import json
 import logging
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import dash_bootstrap_components as dbc
-from dash import Input, Output, dcc, no_update
+from dash import ALL, Input, Output, ctx, dcc, html, no_update
 
-from dp_engine.errors import DPError
+from dp_engine.bands import NOISE_LABELS
+from dp_engine.errors import BudgetExceededError, DPError
 from layouts import ids
 from layouts import panel as panels
+from layouts import preview as previews
+from layouts.accessible import chart
 from layouts.explore import column_options, group_options
 from layouts.figures import build
+from layouts.my_releases import figure_tools, release_options
 from services.container import Services
 from services.identity import access
 from services.identity.roles import Role
-from services.views.queries import PRESETS, parse_request
+from services.ledger.records import StoredRelease
+from services.views import report
+from services.views.answer import ViewAnswer
+from services.views.preview import preview
+from services.views.queries import PRESETS, Preset, ViewRequest, parse_request
 
 log = logging.getLogger(__name__)
 ROW = "explore-row"
-GRAPH_CONFIG = {"displaylogo": False, "responsive": True,
-                "modeBarButtonsToRemove": ["select2d", "lasso2d"]}
+CONTROLS = ("view", "x", "group", "role", "mechanism", "compare")
+SCAN_LIMIT = 2000
+"""Newest releases of a dataset scanned for the role's own (My releases, reopen, export)."""
+FAILED = ("This view could not be computed. Nothing was charged and your data and budget are "
+          "unchanged; try another view or contact the data owner.")
 
 
 def _alert(text: str, colour: str = "warning") -> dbc.Alert:
     return dbc.Alert(text, color=colour, className="py-2")
 
 
-def _graph(fig, index: int | str) -> dcc.Graph:
-    return dcc.Graph(id={"type": ids.EX_GRAPH, "index": str(index)}, figure=fig,
-                     config=GRAPH_CONFIG, className="dp-graph")
+def _graph(fig, index: int | str) -> html.Div:
+    """The chart and its data table (the text alternative: the figure's own DP numbers)."""
+    return chart(fig, {"type": ids.EX_GRAPH, "index": str(index)}, className="dp-graph")
 
 
-def render(services: Services, dataset, role, view, x, group, mechanism, compare):
-    """The whole Explore answer for the session: (graphs, panel, message, row class)."""
-    identity = services.identity.current()
+@dataclass
+class Screen:
+    """What the Explore callback writes. ``controls``: new control values (None: keep)."""
+
+    graphs: Any = None
+    panel: Any = None
+    message: Any = None
+    row: str = ROW
+    release_label: str = "Release"
+    release_disabled: bool = True
+    note: str = ""
+    controls: dict[str, Any] = field(default_factory=dict)
+    preset: Any = no_update
+    preset_options: Any = no_update
+    reopen_options: Any = no_update
+
+    def outputs(self) -> tuple:
+        c = self.controls
+        return (c.get("view", no_update), c.get("x", no_update), c.get("group", no_update),
+                c.get("role", no_update), c.get("mechanism", no_update),
+                c.get("compare", no_update), self.preset, self.preset_options, None,
+                self.reopen_options, self.graphs, self.panel, self.message, self.row,
+                self.release_label, self.release_disabled, self.note)
+
+
+# ---- requests ----------------------------------------------------------------------------
+
+def _dataset(services: Services, identity, dataset: Any):
+    return services.registry.get(dataset if isinstance(dataset, str) else "",
+                                 owner=identity.role is Role.OWNER)
+
+
+def _requests(identity, ds, c: dict[str, Any]) -> list[ViewRequest]:
+    """The request(s) the controls ask for: three tiers in the owner's compare mode."""
+    req = parse_request({k: c.get(k) for k in ("dataset", "role", "view", "x", "group",
+                                                 "mechanism")}, identity.role, ds.schema)
+    if c.get("compare") is True and access.is_owner(identity):
+        return [replace(req, role=r, mechanism="sound")
+                for r in (Role.OWNER, Role.COLLABORATOR, Role.THIRD_PARTY)]
+    return [req]
+
+
+def preset_controls(identity, preset: Preset, c: dict[str, Any]) -> tuple[dict, list[str]]:
+    """The controls a preset sets, and why any mode had to change for it."""
     granted: Role = identity.role
-    raw = {"dataset": dataset, "role": role, "view": view, "x": x, "group": group,
-           "mechanism": mechanism}
+    role = access.viewing_role(granted, preset.role.value) if preset.role else granted
+    notes: list[str] = []
+    mechanism = c.get("mechanism") if c.get("mechanism") in ("sound", "paper") else "sound"
+    if mechanism == "paper" and access.mechanism_for(granted, role, "paper") != "paper":
+        notes.append(f"{preset.label} is drawn at {NOISE_LABELS[role.noise_factor]} noise "
+                     f"({role.label.lower()} tier), which paper mode cannot draw: it is shown "
+                     "in sound mode.")
+        mechanism = "sound"
+    if c.get("compare") is True:
+        notes.append("A preset draws one figure: compare mode was switched off.")
+    return ({**c, "view": preset.view, "x": preset.x, "group": preset.group or "none",
+             "role": role.value, "mechanism": mechanism, "compare": False}, notes)
+
+
+def matching_preset(identity, key: Any, c: dict[str, Any]) -> str | None:
+    """``key`` if the controls still show that preset, else None (the control clears)."""
+    preset = PRESETS.get(key) if isinstance(key, str) else None
+    if preset is None:
+        return None
+    want, _ = preset_controls(identity, preset, c)
+    same = all(want[k] == c.get(k) for k in CONTROLS if k != "compare")
+    return key if same and c.get("compare") is not True else None
+
+
+# ---- what the ledger holds for this role -------------------------------------------------
+
+def role_releases(services: Services, identity, dataset_id: str) -> list[StoredRelease]:
+    """The session role's served releases on ``dataset_id``, newest first."""
+    return [r for r in services.ledger.releases(dataset_id=dataset_id, limit=SCAN_LIMIT)
+            if r.role == identity.role.value]
+
+
+def owned_release(services: Services, identity, release_id: Any) -> StoredRelease | None:
+    """The stored release ``release_id`` if the session's role paid for it, else None."""
+    text = str(release_id)
+    if not text.isdigit() or len(text) > 18:
+        return None
+    rel = services.ledger.served(int(text))
+    return rel if rel is not None and rel.role == identity.role.value else None
+
+
+def _preset_options(services: Services, identity, ds, c: dict[str, Any]) -> list[dict]:
+    """Each preset with what choosing it would cost now (or why it cannot be chosen)."""
+    out = []
+    for key, p in PRESETS.items():
+        want, _ = preset_controls(identity, p, {**c, "dataset": ds.id})
+        try:
+            (req,) = _requests(identity, ds, {**want, "compare": False})
+            quote = services.releases.quote(identity, req, dataset=ds)
+        except DPError:
+            out.append({"label": f"{p.label} · not available on this dataset", "value": key,
+                        "disabled": True})
+            continue
+        if quote.cached:
+            cost = "released: opens free"
+        elif quote.plan is None:
+            cost = "cost shown once previewed"
+        elif not quote.plan.dp:
+            cost = "paper mode, not DP"
+        else:
+            cost = f"ε {quote.cost:.3g}"
+        out.append({"label": f"{p.label} · {cost}", "value": key})
+    return out
+
+
+# ---- the three ways to fill the screen ---------------------------------------------------
+
+def _released_answer(services: Services, identity, ds, req: ViewRequest) -> tuple[ViewAnswer,
+                                                                                  int | None]:
+    ans = services.releases.answer(identity, req, dataset=ds)
+    stored = services.ledger.lookup(services.releases.plan(identity, req, dataset=ds).key)
+    return ans, None if stored is None else stored.id
+
+
+def _released_screen(answers: list[tuple[ViewAnswer, int | None]], granted: Role) -> Screen:
+    spent = sum(a.epsilon_charged for a, _ in answers)
+    if len(answers) > 1:
+        graphs = dbc.Row([dbc.Col([_graph(build(a, compact=True), a.tier),
+                                   *([figure_tools(rid)] if rid is not None else [])],
+                                  xl=4, xs=12) for a, rid in answers], className="g-2")
+        panel = panels.compare_panel([a for a, _ in answers], granted)
+        row = ROW + " compare"
+    else:
+        (a, rid), = answers
+        graphs = html.Div([_graph(build(a), "main"),
+                           *([figure_tools(rid)] if rid is not None else [])])
+        panel, row = panels.panel(a, granted), ROW
+    free = all(a.cached for a, _ in answers)
+    note = ("Opened free: already released to your role." if free else
+            f"Released: ε {spent:.3g} spent, exactly as quoted.")
+    return Screen(graphs=graphs, panel=panel, row=row, release_label="Released",
+                  release_disabled=True, note=note)
+
+
+def release_screen(services: Services, identity, ds, reqs: list[ViewRequest]) -> Screen:
+    """Spend through the ledger's door (free for what the role already has)."""
+    answers = [_released_answer(services, identity, ds, r) for r in reqs]
+    return _released_screen(answers, identity.role)
+
+
+def preview_screen(services: Services, identity, ds, reqs: list[ViewRequest]) -> Screen:
+    """A free preview with the release's price; a view the role already has opens at once."""
+    shown = [preview(services.releases, identity, r, ds) for r in reqs]
+    if all(p.cached for p in shown):
+        return release_screen(services, identity, ds, reqs)
+    if len(shown) > 1:
+        graphs = [previews.banner(),
+                  dbc.Row([dbc.Col(_graph(previews.mark(build(p.answer, compact=True)),
+                                          f"preview-{i}"),
+                                   xl=4, xs=12) for i, p in enumerate(shown)], className="g-2")]
+        row = ROW + " compare"
+    else:
+        graphs = [previews.banner(), _graph(previews.mark(build(shown[0].answer)), "preview")]
+        row = ROW
+    refusal = previews.refusal(shown)
+    note = refusal or "Nothing spent yet: the chart is a simulated preview."
+    return Screen(graphs=graphs, panel=previews.panel(shown, identity.role), row=row,
+                  release_label=previews.release_label(shown),
+                  release_disabled=refusal is not None, note=note)
+
+
+def reopen_screen(services: Services, identity, rel: StoredRelease) -> Screen:
+    """A stored release shown again, free (the delivery is logged), controls set to it."""
+    status = services.releases.status(identity, rel.dataset_id)
+    ans = replace(ViewAnswer.from_dict(rel.answer), cached=True, epsilon_charged=0.0,
+                  budget_limit=status.role.limit, budget_spent=status.role.spent,
+                  budget_remaining=status.role.remaining, user_limit=status.user.limit,
+                  user_spent=status.user.spent, dataset_loss=status.dataset.loss,
+                  dataset_cap=status.dataset.cap)
+    if not access.is_owner(identity):
+        ans = replace(ans, realized_noise_percent=None)
+    services.ledger.log_delivery(rel.id, user=identity.user, role=identity.role,
+                                 channel="explore-reopen")
+    screen = _released_screen([(ans, rel.id)], identity.role)
+    screen.controls = {"view": ans.view, "x": ans.x, "group": ans.group or "none",
+                       "role": access.viewing_role(identity.role, ans.role).value,
+                       "mechanism": ans.mechanism, "compare": False}
+    screen.note = f"Reopened release #{rel.id} free."
+    return screen
+
+
+# ---- the one screen callback -------------------------------------------------------------
+
+def _fill_lists(services: Services, identity, ds, c: dict[str, Any], screen: Screen) -> None:
+    screen.preset_options = _preset_options(services, identity, ds, c)
+    screen.reopen_options = release_options(identity.user,
+                                            role_releases(services, identity, ds.id))
+
+
+def explore(services: Services, trigger: Any, preset: Any, c: dict[str, Any],
+            reopen: Any = None) -> Screen:
+    """The screen for the session and the submitted controls ``c`` (all untrusted)."""
+    identity = services.identity.current()
+    screen = Screen()
     try:
-        ds = services.registry.get(dataset if isinstance(dataset, str) else "",
-                                   owner=granted is Role.OWNER)
-        req = parse_request(raw, granted, ds.schema)
-        if compare is True and access.is_owner(identity):
-            answers = [services.releases.answer(identity, replace(req, role=r), dataset=ds)
-                       for r in (Role.OWNER, Role.COLLABORATOR, Role.THIRD_PARTY)]
-            graphs = dbc.Row([dbc.Col(_graph(build(a, compact=True), a.tier), lg=4, md=12)
-                              for a in answers], className="g-2")
-            return graphs, panels.compare_panel(answers, granted), None, ROW + " compare"
-        ans = services.releases.answer(identity, req, dataset=ds)
-        return _graph(build(ans), "main"), panels.panel(ans, granted), None, ROW
+        ds = _dataset(services, identity, c.get("dataset"))
+        if trigger == ids.EX_REOPEN:
+            rel = owned_release(services, identity, reopen)
+            if rel is None or rel.dataset_id != ds.id:
+                raise DPError("That release is not one of your role's on this dataset.")
+            screen = reopen_screen(services, identity, rel)
+            screen.preset = None
+        elif trigger == ids.EX_PRESET and isinstance(preset, str) and preset in PRESETS:
+            c, notes = preset_controls(identity, PRESETS[preset], c)
+            screen = release_screen(services, identity, ds, _requests(identity, ds, c))
+            screen.controls = {k: c[k] for k in CONTROLS}
+            screen.message = _alert(" ".join(notes), "info") if notes else None
+        elif trigger == ids.EX_RELEASE:
+            screen = release_screen(services, identity, ds, _requests(identity, ds, c))
+            screen.preset = matching_preset(identity, preset, c)
+        else:
+            if trigger == ids.EX_DATASET:
+                c = {**c, **_columns_for(ds, c)}
+                screen.controls = {k: c[k] for k in ("x", "group")}
+            screen = _merge(preview_screen(services, identity, ds,
+                                           _requests(identity, ds, c)), screen)
+            screen.preset = matching_preset(identity, preset, c)
+        _fill_lists(services, identity, ds, {**c, **screen.controls}, screen)
+    except BudgetExceededError as exc:
+        screen = Screen(message=_alert(str(exc), "danger"), preset=None)
     except DPError as exc:
-        return no_update, no_update, _alert(str(exc)), no_update
+        screen = Screen(message=_alert(str(exc)), preset=None)
     except Exception:  # never a 500: log for the operator, a plain message for the user
         log.exception("Explore view failed")
-        return no_update, no_update, _alert(
-            "This view could not be computed. Nothing was charged and your data and budget "
-            "are unchanged; try another view or contact the data owner.", "danger"), no_update
+        screen = Screen(message=_alert(FAILED, "danger"), preset=None)
+    return screen
+
+
+def _merge(new: Screen, old: Screen) -> Screen:
+    new.controls = {**old.controls, **new.controls}
+    return new
+
+
+def _columns_for(ds, c: dict[str, Any]) -> dict[str, Any]:
+    """After a dataset switch: keep the columns if the new schema has them, else the first."""
+    xs = [o["value"] for o in column_options(ds.schema)]
+    groups = [o["value"] for o in group_options(ds.schema)]
+    x = c.get("x") if c.get("x") in xs else (xs[0] if xs else None)
+    group = c.get("group") if c.get("group") in groups and c.get("group") != x else "none"
+    return {"x": x, "group": group}
+
+
+# ---- exports -----------------------------------------------------------------------------
+
+def export(services: Services, kind: str, release_id: Any):
+    """The CSV or JSON report of a stored release of the session's role (else nothing)."""
+    identity = services.identity.current()
+    rel = owned_release(services, identity, release_id)
+    if rel is None:
+        return no_update
+    services.ledger.log_delivery(rel.id, user=identity.user, role=identity.role,
+                                 channel=f"export-{kind}")
+    name = f"release-{rel.id}"
+    if kind == "csv":
+        return dcc.send_string(report.figure_csv(rel), f"{name}.csv", type="text/csv")
+    body = json.dumps(report.release_report(rel, exported_by=identity.user), indent=2,
+                      ensure_ascii=False)
+    return dcc.send_string(body, f"{name}-report.json", type="application/json")
 
 
 def register_callbacks(app, services: Services) -> None:
@@ -70,32 +329,47 @@ def register_callbacks(app, services: Services) -> None:
     def _columns(dataset):
         identity = services.identity.current()
         try:
-            ds = services.registry.get(dataset if isinstance(dataset, str) else "",
-                                       owner=identity.role is Role.OWNER)
+            ds = _dataset(services, identity, dataset)
         except DPError:
             return [], []
         return column_options(ds.schema), group_options(ds.schema)
 
     @app.callback(
         Output(ids.EX_VIEW, "value"), Output(ids.EX_X, "value"), Output(ids.EX_GROUP, "value"),
-        Output(ids.EX_ROLE, "value"),
-        Input(ids.EX_PRESET, "value"),
-        prevent_initial_call=True,
-    )
-    def _preset(key):
-        preset = PRESETS.get(key) if isinstance(key, str) else None
-        if preset is None:
-            return no_update, no_update, no_update, no_update
-        granted = services.identity.current().role
-        role = access.viewing_role(granted, preset.role.value) if preset.role else granted
-        return preset.view, preset.x, preset.group or "none", role.value
-
-    @app.callback(
+        Output(ids.EX_ROLE, "value"), Output(ids.EX_MECHANISM, "value"),
+        Output(ids.EX_COMPARE, "value"), Output(ids.EX_PRESET, "value"),
+        Output(ids.EX_PRESET, "options"), Output(ids.EX_REOPEN, "value"),
+        Output(ids.EX_REOPEN, "options"),
         Output(ids.EX_GRAPHS, "children"), Output(ids.EX_PANEL, "children"),
         Output(ids.EX_MESSAGE, "children"), Output(ids.EX_ROW, "className"),
-        Input(ids.EX_DATASET, "value"), Input(ids.EX_ROLE, "value"),
-        Input(ids.EX_VIEW, "value"), Input(ids.EX_X, "value"), Input(ids.EX_GROUP, "value"),
-        Input(ids.EX_MECHANISM, "value"), Input(ids.EX_COMPARE, "value"),
+        Output(ids.EX_RELEASE, "children"), Output(ids.EX_RELEASE, "disabled"),
+        Output(ids.EX_RELEASE_NOTE, "children"),
+        Input(ids.EX_PRESET, "value"), Input(ids.EX_DATASET, "value"),
+        Input(ids.EX_ROLE, "value"), Input(ids.EX_VIEW, "value"), Input(ids.EX_X, "value"),
+        Input(ids.EX_GROUP, "value"), Input(ids.EX_MECHANISM, "value"),
+        Input(ids.EX_COMPARE, "value"), Input(ids.EX_RELEASE, "n_clicks"),
+        Input(ids.EX_REOPEN, "value"),
     )
-    def _render(dataset, role, view, x, group, mechanism, compare):
-        return render(services, dataset, role, view, x, group, mechanism, compare)
+    def _screen(preset, dataset, role, view, x, group, mechanism, compare, _clicks, reopen):
+        trigger = ctx.triggered_id
+        if trigger == ids.EX_REOPEN and reopen in (None, ""):
+            return (no_update,) * 17          # the list was just reset: nothing to do
+        if trigger == ids.EX_PRESET and preset in (None, ""):
+            trigger = None                    # the preset was cleared: a preview
+        controls = {"dataset": dataset, "role": role, "view": view, "x": x, "group": group,
+                    "mechanism": mechanism, "compare": compare}
+        return explore(services, trigger, preset, controls, reopen).outputs()
+
+    @app.callback(
+        Output(ids.EX_DOWNLOAD, "data"),
+        Input({"type": ids.EX_CSV, "index": ALL}, "n_clicks"),
+        Input({"type": ids.EX_REPORT, "index": ALL}, "n_clicks"),
+        prevent_initial_call=True,
+    )
+    def _export(_csv, _reports):
+        trigger = ctx.triggered_id
+        clicked = ctx.triggered[0].get("value") if ctx.triggered else None
+        if not isinstance(trigger, dict) or not clicked:
+            return no_update                  # buttons just drawn, not clicked
+        kind = "csv" if trigger.get("type") == ids.EX_CSV else "report"
+        return export(services, kind, trigger.get("index"))

@@ -17,15 +17,14 @@ import dash_bootstrap_components as dbc
 import flask
 from dash import ALL, Input, Output, State, ctx, no_update
 
-from callbacks.explore import GRAPH_CONFIG
 from dp_engine.errors import DPError
 from layouts import ids
 from layouts import publish as layout
+from layouts.graph_config import GRAPH_CONFIG
 from layouts.publish_export import page_html
 from services.container import Services
 from services.identity import access
 from services.ledger import db as ledger_db
-from services.publish.report import report_of
 from services.publish.service import (
     EXPORT_CHANNEL,
     NOT_FOUND,
@@ -34,6 +33,7 @@ from services.publish.service import (
     PublishError,
     parse_audience,
 )
+from services.views.report import release_report
 
 log = logging.getLogger(__name__)
 VIEW_PATH = re.compile(r"^/views/([^/]{1,100})(/demo)?/?$")
@@ -235,11 +235,13 @@ def register_routes(server: flask.Flask, services: Services) -> None:
     @server.get("/views/<slug>/reports.json", endpoint="published_reports")
     def _reports(slug: str):
         opened = _opened(slug)
+        user = services.identity.current().user
         body = {"page": {"title": opened.page.title, "slug": opened.page.slug,
                          "audience": opened.page.audience.label,
                          "tier_role": opened.page.tier_role.value,
                          "total_epsilon": opened.total_epsilon},
-                "figures": [{"caption": f.ref.caption, **report_of(f.answer, f.release)}
+                "figures": [{"caption": f.ref.caption,
+                             **release_report(f.release, exported_by=user)}
                             for f in opened.figures]}
         return flask.Response(json.dumps(_finite(body), indent=2, allow_nan=False, default=str),
                               mimetype="application/json",

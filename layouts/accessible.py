@@ -15,6 +15,8 @@ import dash_bootstrap_components as dbc
 import numpy as np
 from dash import dcc, html, no_update
 
+from layouts.graph_config import GRAPH_CONFIG
+
 MAX_TABLE_ROWS = 200
 """Rows shown in a chart's table (a scatter of every record would be unreadable)."""
 
@@ -167,9 +169,11 @@ def chart(figure: Any, graph_id: str | dict, table: Any = None, *,
           table_id: str | None = None, **graph_props: Any) -> html.Div:
     """A ``dcc.Graph`` followed by its text alternative (``figure_table`` unless given).
 
-    ``graph_props`` go to the graph (config, className, ...); a callback that redraws the
-    figure returns a new ``figure_table`` to ``table_id`` as well.
+    ``graph_props`` go to the graph (className, ...); the config is always the app's one
+    ``GRAPH_CONFIG`` (nothing leaves the machine). A callback that redraws the figure returns
+    a new ``figure_table`` to ``table_id`` as well.
     """
     table = table if table is not None else figure_table(figure)
-    return html.Div([dcc.Graph(id=graph_id, figure=figure, **graph_props),
+    graph_props.pop("config", None)
+    return html.Div([dcc.Graph(id=graph_id, figure=figure, config=GRAPH_CONFIG, **graph_props),
                      chart_table(table, table_id)], className="chart")

@@ -185,7 +185,6 @@ def layout(registry, identity) -> html.Div | dbc.Alert:
                                 empty_figure(),
                                 ids.AN_SCATTER,
                                 table_id=ids.AN_SCATTER_TABLE,
-                                config={"displaylogo": False},
                             ),
                         ],
                         md=8,

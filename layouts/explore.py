@@ -9,10 +9,12 @@ from dp_engine.bands import NOISE_BANDS, NOISE_LABELS
 from dp_engine.schema import NUMERIC_KINDS, Schema
 from layouts import ids
 from layouts.accessible import field
+from layouts.my_releases import my_releases
 from services.identity.roles import Role
 from services.views.queries import GROUPABLE_KINDS, MECHANISMS, PRESETS, VIEWS
 
 DEFAULT_PRESET = "fig2"
+"""The controls start on this preset's view (shown as a free preview; nothing is released)."""
 
 
 def role_options(granted: Role) -> list[dict]:
@@ -57,9 +59,11 @@ def layout(datasets: list, identity) -> html.Div:
     first = datasets[0]
     preset = PRESETS[DEFAULT_PRESET]
     controls = [
-        field("Reproduce a paper figure",
-               dcc.Dropdown(id=ids.EX_PRESET, clearable=True, value=DEFAULT_PRESET,
-                            options=[{"label": p.label, "value": k} for k, p in PRESETS.items()])),
+        field("Reproduce a paper figure (one-click release)",
+               dcc.Dropdown(id=ids.EX_PRESET, clearable=True, value=None,
+                            placeholder="Choose a figure to release it",
+                            options=[{"label": p.label, "value": k} for k, p in PRESETS.items()]),
+               "Choosing one releases it at once; the list shows each one's cost."),
         field("Dataset",
                dcc.Dropdown(id=ids.EX_DATASET, clearable=False, value=first.id,
                             options=[{"label": d.title or d.id, "value": d.id}
@@ -99,19 +103,23 @@ def layout(datasets: list, identity) -> html.Div:
                 hidden=True,
             ),
         ]
+    controls.append(release_bar())
     return html.Div(
         [
             html.H1("Explore the cohort", className="h3 mb-1"),
             html.P(
-                "Every number on this page is a differentially private release, labelled with "
-                "the mechanism and the ε that produced it.",
+                "Changing a control shows a free preview drawn from simulated data; the "
+                "Release button spends ε and shows your patients' differentially private "
+                "answer, labelled with the mechanism and the ε that produced it.",
                 className="text-muted mb-3",
             ),
             dbc.Row(
                 id=ids.EX_ROW,
                 className="explore-row",
                 children=[
-                    dbc.Col(dbc.Card(dbc.CardBody(controls), className="controls-card"),
+                    dbc.Col([dbc.Card(dbc.CardBody(controls), className="controls-card mb-3"),
+                             dbc.Card(dbc.CardBody(my_releases()),
+                                      className="controls-card")],
                             lg=3, md=12, className="mb-3 controls-col"),
                     dbc.Col(
                         [
@@ -127,5 +135,16 @@ def layout(datasets: list, identity) -> html.Div:
                             lg=3, md=12, className="panel-col"),
                 ],
             ),
+            dcc.Download(id=ids.EX_DOWNLOAD),
         ]
     )
+
+
+def release_bar() -> html.Div:
+    """The Release button (its label states the cost) and a line under it."""
+    return html.Div([
+        dbc.Button("Release", id=ids.EX_RELEASE, color="primary", className="w-100",
+                   disabled=True, n_clicks=0),
+        html.Div(id=ids.EX_RELEASE_NOTE, className="small text-muted mt-1",
+                 role="status", **{"aria-live": "polite"}),
+    ], className="mt-2")

@@ -28,6 +28,15 @@ EX_MESSAGE = "explore-message"
 EX_LOADING = "explore-loading"
 EX_BUDGET = "explore-budget"
 EX_ROW = "explore-row"
+EX_BUDGET_SHARED = "explore-budget-shared"
+EX_RELEASE = "explore-release"              # the Release (ε …) button
+EX_RELEASE_NOTE = "explore-release-note"
+EX_PREVIEW_BANNER = "explore-preview-banner"
+EX_MY_RELEASES = "explore-my-releases"
+EX_REOPEN = "explore-reopen"                # My releases: choosing one reopens it (free)
+EX_CSV = "explore-csv"                      # pattern type, index = release id
+EX_REPORT = "explore-report"                # pattern type, index = release id
+EX_DOWNLOAD = "explore-download"
 # side-panel values (read by the end-to-end tests)
 PANEL_ROLE = "panel-role"
 PANEL_BAND = "panel-band"
@@ -59,6 +68,7 @@ LEDGER_TABLE = "ledger-table"
 LEDGER_FILTER_USER = "ledger-filter-user"
 LEDGER_FILTER_DATASET = "ledger-filter-dataset"
 LEDGER_TOTALS = "ledger-totals"
+LEDGER_DATASETS = "ledger-datasets"
 LEDGER_EXPORT = "ledger-export"
 LEDGER_DOWNLOAD = "ledger-download"
 

@@ -6,7 +6,6 @@ turns it into components.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -14,17 +13,19 @@ import dash_bootstrap_components as dbc
 import pandas as pd
 from dash import dcc, html
 
+from dp_engine.bands import NOISE_LABELS
 from layouts import ids
 from layouts.accessible import field
+from layouts.budget import cap_share, cap_warning
 from services.identity.roles import Role
 from services.ledger.records import BudgetStatus, DatasetStatus, StoredRelease, TierRecord
+from services.views.report import query_words
 
 MAX_ROWS = 500
 """Releases shown on the page (newest first); the CSV export has all of them."""
 
-_ANSWER_CHARS = 160
-_RELEASE_COLUMNS = ["#", "When (UTC)", "User", "Role", "Dataset", "Version", "Query", "Tier",
-                    "Mechanism", "ε charged", "Dataset ε added", "Answer"]
+_RELEASE_COLUMNS = ["#", "ε charged", "Query", "User (role)", "Dataset (version)", "Noise",
+                    "Dataset ε added", "When (UTC)"]
 _INTERNAL_COLUMNS = ["#", "When (UTC)", "Dataset", "Version", "Key", "Tier", "Mechanism", "ε",
                      "Dataset ε", "How"]
 NOT_DP = "not DP"
@@ -57,11 +58,6 @@ def _eps(x: float | None) -> str:
     return "unlimited" if x is None else f"{x:.4g}"
 
 
-def _short_answer(answer: dict) -> str:
-    text = json.dumps(answer, sort_keys=True, default=str)
-    return text if len(text) <= _ANSWER_CHARS else text[: _ANSWER_CHARS - 1] + "…"
-
-
 def _table(header: list[str], rows: list[list], empty: str) -> html.Div | dbc.Table:
     if not rows:
         return html.Div(empty, className="text-muted fst-italic")
@@ -69,7 +65,7 @@ def _table(header: list[str], rows: list[list], empty: str) -> html.Div | dbc.Ta
         [html.Thead(html.Tr([html.Th(h) for h in header])),
          html.Tbody([html.Tr([html.Td(c) for c in row]) for row in rows])],
         bordered=False, hover=True, responsive=True, size="sm", striped=True,
-        className="small",
+        className="small ledger-table",
     )
 
 
@@ -78,12 +74,17 @@ def _charged(r: StoredRelease) -> str:
     return _eps(r.epsilon) if r.dp else f"0 ({NOT_DP}: loss ≥ {_eps(r.epsilon)})"
 
 
+def _query(r: StoredRelease) -> html.Span:
+    """The query in words; the mechanism and the stored key on hover."""
+    return html.Span(query_words(r.answer), title=f"{r.mechanism} · {r.query_key}")
+
+
 def releases_table(releases: list[StoredRelease], total: int) -> html.Div:
     """The release list (already filtered, newest first) with a 'showing n of N' note."""
-    rows = [[r.id, _when(r.created_at), r.user, r.role, r.dataset_id, r.dataset_version,
-             html.Code(r.query_key, className="small"), r.tier, r.mechanism, _charged(r),
-             _eps(r.dataset_loss) if r.dp else f"({NOT_DP})",
-             html.Code(_short_answer(r.answer), className="small")]
+    rows = [[r.id, html.Strong(_charged(r)), _query(r), f"{r.user} ({Role(r.role).label})",
+             f"{r.dataset_id} ({r.dataset_version[:8]})",
+             NOISE_LABELS.get(r.tier, str(r.tier)),
+             _eps(r.dataset_loss) if r.dp else f"({NOT_DP})", _when(r.created_at)]
             for r in releases]
     note = (f"Showing the newest {len(rows)} of {total} releases; the CSV export has all."
             if total > len(rows) else f"{total} release{'s' if total != 1 else ''}.")
@@ -111,13 +112,26 @@ def budgets_table(budgets: list[BudgetStatus]) -> html.Div | dbc.Table:
     return _table(header, rows, "No budget has been charged yet.")
 
 
-def datasets_table(datasets: list[DatasetStatus]) -> html.Div | dbc.Table:
-    """Each dataset's total (dataset-level) loss against its cap, all time."""
-    rows = [[d.dataset_id, _eps(d.loss), _eps(d.cap), _eps(d.remaining),
+def _used(d: DatasetStatus) -> str:
+    share = cap_share(d.loss, d.cap)
+    return "–" if share is None else f"{share * 100:.0f} %"
+
+
+def datasets_table(datasets: list[DatasetStatus]) -> html.Div:
+    """Each dataset's total (dataset-level) loss against its cap, all time; a warning for
+    every dataset at 80 % of its cap or more (non-owners are refused past it)."""
+    rows = [[d.dataset_id, _eps(d.loss), _eps(d.cap), _used(d), _eps(d.remaining),
              _eps(d.unsound_loss) if d.unsound_loss else "–"] for d in datasets]
-    header = ["Dataset", "Dataset ε (all time)", "Cap", "Left under the cap",
+    header = ["Dataset", "Dataset ε (all time)", "Cap", "Used", "Left under the cap",
               f"Paper mode ({NOT_DP}, loss ≥)"]
-    return _table(header, rows, "No dataset has released anything yet.")
+    warnings = []
+    for d in datasets:
+        alert = cap_warning(d.loss, d.cap)
+        if alert is not None:
+            warnings.append(html.Div([html.Strong(f"{d.dataset_id}: "), alert.children],
+                                     className=f"alert alert-{alert.color} small py-2 mb-1"))
+    return html.Div([*warnings, _table(header, rows, "No dataset has released anything yet.")],
+                    id=ids.LEDGER_DATASETS)
 
 
 def internal_table(records: list[TierRecord]) -> html.Div | dbc.Table:

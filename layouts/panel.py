@@ -9,7 +9,7 @@ from dash import html
 
 from dp_engine.bands import NOISE_LABELS
 from layouts import ids
-from layouts.accessible import progress
+from layouts.budget import BudgetFigures, budget_block
 from layouts.figures import fmt
 from services.identity.roles import Role
 from services.views.answer import ViewAnswer
@@ -28,25 +28,11 @@ def odds_sentence(epsilon: float) -> str:
             f"factor e^ε = {fmt(factor)}.")
 
 
-def budget_meter(ans: ViewAnswer) -> html.Div:
-    if ans.budget_limit is None:
-        return html.Div([html.Div("Privacy budget", className="small text-muted"),
-                         html.Div("Unlimited (data owner)", className="small")],
-                        id=ids.EX_BUDGET)
-    used = ans.budget_spent / ans.budget_limit * 100 if ans.budget_limit else 100.0
-    colour = "success" if used < 60 else "warning" if used < 90 else "danger"
-    return html.Div(
-        [
-            html.Div("Privacy budget on this dataset", className="small text-muted"),
-            html.Div(progress(used, f"{used:.0f} %", "Privacy budget used", colour),
-                     className="my-1"),
-            html.Div(f"spent ε {fmt(ans.budget_spent)} of {fmt(ans.budget_limit)} · "
-                     f"{fmt(ans.budget_remaining)} left", className="small"),
-            *([html.Div(f"your own share: ε {fmt(ans.user_spent)} of {fmt(ans.user_limit)}",
-                        className="small")] if ans.user_limit is not None else []),
-        ],
-        id=ids.EX_BUDGET,
-    )
+def budget_meter(ans: ViewAnswer, granted: Role) -> html.Div:
+    """The role's shared budget, this user's spend and the dataset's cap (layouts/budget.py)."""
+    return budget_block(BudgetFigures(granted, ans.budget_limit, ans.budget_spent,
+                                      ans.user_spent, ans.user_limit, ans.dataset_loss,
+                                      ans.dataset_cap))
 
 
 def spent_text(ans: ViewAnswer) -> str:
@@ -154,7 +140,7 @@ def panel(ans: ViewAnswer, granted: Role) -> dbc.Card:
         body.append(dbc.Alert(flag, color="warning", className="small py-2"))
     if ans.calibration_note and ans.dp:
         body.append(html.P(ans.calibration_note, className="small text-muted"))
-    body.append(budget_meter(ans))
+    body.append(budget_meter(ans, granted))
     return dbc.Card(dbc.CardBody(body), className="privacy-panel")
 
 
@@ -174,5 +160,5 @@ def compare_panel(answers: list[ViewAnswer], granted: Role) -> dbc.Card:
                "independent noise, and the high-noise one is the medium one plus noise.",
                className="small"),
         html.P(odds_sentence(answers[0].epsilon), id=ids.PANEL_ODDS, className="small"),
-        budget_meter(answers[0]),
+        budget_meter(answers[0], granted),
     ]), className="privacy-panel")

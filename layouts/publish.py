@@ -14,6 +14,7 @@ import dash_bootstrap_components as dbc
 from dash import dcc, html
 
 from layouts import ids
+from layouts.accessible import field
 from layouts.figures import build, fmt
 from services.publish.records import AUDIENCE_ROLES, Page
 from services.publish.service import Candidate, FigureQuote, Opened, ShownFigure
@@ -144,22 +145,25 @@ def publish_page(datasets: Sequence[tuple[str, str]], pages: Sequence[Page],
     first = datasets[0][0] if datasets else None
     form = dbc.Card(dbc.CardBody([
         html.H2("New published page", className="h5"),
-        dbc.Label("Dataset", html_for=ids.PUB_DATASET),
-        dcc.Dropdown(id=ids.PUB_DATASET, options=[{"label": t, "value": i} for i, t in datasets],
-                     value=first, clearable=False),
-        dbc.Label("Title", html_for=ids.PUB_TITLE, className="mt-2"),
-        dbc.Input(id=ids.PUB_TITLE, type="text", maxLength=200,
-                  placeholder="e.g. Age and PI-RADS, spring partner review"),
-        dbc.Label("Audience", html_for=ids.PUB_AUDIENCE, className="mt-2"),
-        dbc.RadioItems(id=ids.PUB_AUDIENCE, options=AUDIENCE_OPTIONS, value="third_party",
-                       inline=True),
-        dbc.Input(id=ids.PUB_USER, type="text", maxLength=200, className="mt-1",
-                  placeholder="user name (for one named user)"),
-        dbc.Label("Open until (UTC, end of day)", html_for=ids.PUB_EXPIRES, className="mt-2"),
-        dbc.Input(id=ids.PUB_EXPIRES, type="date", value=default_expiry.isoformat()),
-        dbc.Label("Figures (released views of the dataset, and the paper's presets)",
-                  className="mt-2"),
-        dbc.Checklist(id=ids.PUB_FIGURES, options=[], value=[]),
+        field("Dataset",
+              dcc.Dropdown(id=ids.PUB_DATASET,
+                           options=[{"label": t, "value": i} for i, t in datasets],
+                           value=first, clearable=False), class_name="mb-2"),
+        field("Title",
+              dbc.Input(id=ids.PUB_TITLE, type="text", maxLength=200,
+                        placeholder="e.g. Age and PI-RADS, spring partner review"),
+              class_name="mb-2"),
+        field("Audience",
+              dbc.RadioItems(id=ids.PUB_AUDIENCE, options=AUDIENCE_OPTIONS,
+                             value="third_party", inline=True), class_name="mb-1"),
+        field("User name (for one named user)",
+              dbc.Input(id=ids.PUB_USER, type="text", maxLength=200,
+                        placeholder="user name"), class_name="mb-2"),
+        field("Open until (UTC, end of day)",
+              dbc.Input(id=ids.PUB_EXPIRES, type="date", value=default_expiry.isoformat()),
+              class_name="mb-2"),
+        field("Figures (released views of the dataset, and the paper's presets)",
+              dbc.Checklist(id=ids.PUB_FIGURES, options=[], value=[]), class_name="mb-2"),
         html.Div(id=ids.PUB_SELECTED, className="mt-2"),
         dbc.Button("Check the cost", id=ids.PUB_QUOTE, color="secondary", className="mt-2"),
         html.Div(id=ids.PUB_QUOTE_OUT, className="mt-2"),

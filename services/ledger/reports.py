@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import csv
-import io
 from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, case, func, select
 
+from services.csv_safe import rows_csv
 from services.ledger.db import aware
 from services.ledger.door import dumps
 from services.ledger.models import deliveries as _DELIVERIES
@@ -71,21 +70,10 @@ def totals(conn: Connection) -> pd.DataFrame:
     return out[TOTAL_COLUMNS].sort_values(["user", "dataset_id"]).reset_index(drop=True)
 
 
-def cell(value: str) -> str:
-    """Neutralize spreadsheet formulas (CSV injection) in free-text cells."""
-    return "'" + value if value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
-
-
 def csv_text(rows: list[StoredRelease]) -> str:
     """Served releases as CSV (``dp`` false: paper mode, ``epsilon`` is a lower bound)."""
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(CSV_COLUMNS)
-    for rel in rows:
-        writer.writerow([
-            rel.id, rel.created_at.isoformat(), cell(rel.user), rel.role,
-            cell(rel.dataset_id), cell(rel.dataset_version), cell(rel.query_key),
-            rel.tier, cell(rel.mechanism), "yes" if rel.dp else "no (lower bound)",
-            repr(rel.epsilon), repr(rel.dataset_loss), dumps(rel.answer),
-        ])
-    return out.getvalue()
+    return rows_csv(CSV_COLUMNS, ([
+        rel.id, rel.created_at.isoformat(), rel.user, rel.role, rel.dataset_id,
+        rel.dataset_version, rel.query_key, rel.tier, rel.mechanism,
+        "yes" if rel.dp else "no (lower bound)", rel.epsilon, rel.dataset_loss,
+        dumps(rel.answer)] for rel in rows))

@@ -186,6 +186,13 @@ class Ledger:
             rows = conn.execute(stmt).mappings().all()
         return [door.to_release(r) for r in rows]
 
+    def served(self, release_id: int) -> StoredRelease | None:
+        """One served release by its id, or None (read only: no delivery is logged)."""
+        with self.db.tx(write=False) as conn:
+            row = conn.execute(select(_RELEASES).where(
+                _RELEASES.c.id == int(release_id))).mappings().first()
+        return None if row is None else door.to_release(row)
+
     def internal_releases(self, *, dataset_id: str | None = None,
                           limit: int | None = 1000) -> list[TierRecord]:
         """The tier store (internal releases), newest first, without their payloads."""

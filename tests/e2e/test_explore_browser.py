@@ -109,6 +109,9 @@ def test_page_loads_and_each_preset_renders_its_figure(dash_duo, tmp_path):
 
 def test_changing_role_changes_epsilon_band_and_figure(dash_duo, tmp_path):
     _start(dash_duo, tmp_path)
+    _click(dash_duo, f"#{ids.EX_RELEASE}")              # the page opens on a free preview
+    _wait_change(dash_duo, _data(dash_duo))
+    dash_duo.wait_for_contains_text(f"#{ids.EX_PANEL}", "Realized noise", timeout=20)
     owner_fig, owner_eps = _data(dash_duo), _text(dash_duo, ids.PANEL_EPSILON)
     assert "0–5 %" in _text(dash_duo, ids.PANEL_BAND)
     assert "Realized noise" in dash_duo.find_element(f"#{ids.EX_PANEL}").text

@@ -1,0 +1,94 @@
+"""The preview's marks: the banner over a simulated chart, its panel, the Release button text.
+
+A preview costs nothing and shows no patient: every part says so. The panel states what the
+release would cost (the ledger's quote), its expected error and the budget after it.
+"""
+
+from __future__ import annotations
+
+import dash_bootstrap_components as dbc
+from dash import html
+
+from dp_engine.bands import NOISE_LABELS
+from layouts import ids
+from layouts.budget import BudgetFigures, budget_block
+from layouts.figures import fmt
+from services.identity.roles import Role
+from services.views.preview import PREVIEW_LABEL, Preview
+
+
+def banner() -> dbc.Alert:
+    return dbc.Alert(
+        [html.Strong(PREVIEW_LABEL.capitalize()), html.Br(),
+         "Drawn from data simulated from the public schema at the ε the release would use: "
+         "it shows the chart's shape and noise, not your patients. Nothing is spent until "
+         "you press Release."],
+        color="info", className="py-2 small", id=ids.EX_PREVIEW_BANNER)
+
+
+def mark(fig: dict) -> dict:
+    """A preview figure, marked in its title and across its plot area."""
+    layout = fig.setdefault("layout", {})
+    title = layout.setdefault("title", {})
+    title["text"] = f"PREVIEW — simulated · {title.get('text', '')}"
+    layout["annotations"] = [*layout.get("annotations", []), {
+        "text": "PREVIEW — SIMULATED, NOT YOUR PATIENTS", "xref": "paper", "yref": "paper",
+        "x": 0.5, "y": 0.5, "showarrow": False, "opacity": 0.18, "textangle": -18,
+        "font": {"size": 22, "color": "#0b5394"}}]
+    return fig
+
+
+def release_label(previews: list[Preview]) -> str:
+    """The Release button's text: what pressing it would cost now."""
+    if all(p.cached for p in previews):
+        return "Released — open (free)"
+    if not all(p.dp for p in previews):
+        return "Release (paper mode, not DP)"
+    return f"Release (ε {fmt(sum(p.cost for p in previews))})"
+
+
+def refusal(previews: list[Preview]) -> str | None:
+    return next((p.refusal for p in previews if p.refusal), None)
+
+
+def panel(previews: list[Preview], granted: Role) -> dbc.Card:
+    """What releasing the previewed view(s) would cost, and the budget after it."""
+    first = previews[0]
+    cost = sum(p.cost for p in previews)
+    rows: list = []
+    for p in previews:
+        a = p.answer
+
+        def named(value_id: str, first_only: Preview = p) -> dict:
+            return {"id": value_id} if first_only is first else {}
+
+        lo, hi = a.band
+        label = f"{a.tier} ({NOISE_LABELS[a.tier]}) · {lo:g}–{hi:g} %"
+        eps = "set by PyDPLib's search at release (not DP)" if not p.dp else fmt(a.epsilon)
+        rows += [html.Dt("Noise factor and band", className="small text-muted mb-0"),
+                 html.Dd(label, className="mb-1", **named(ids.PANEL_BAND)),
+                 html.Dt("ε this release would use", className="small text-muted mb-0"),
+                 html.Dd(eps, className="mb-1", **named(ids.PANEL_EPSILON))]
+        if p.dp:
+            rows += [html.Dt("Expected error", className="small text-muted mb-0"),
+                     html.Dd(f"± {fmt(a.expected_error)} {a.error_unit} per value "
+                             f"(≈ {a.expected_relative_error:.1f} % relative)",
+                             className="mb-1", **named(ids.PANEL_ERROR))]
+    cost_text = ("0 — already released to your role, opens free" if all(p.cached for p in
+                                                                        previews)
+                 else f"{fmt(cost)} from your role's budget")
+    rows += [html.Dt("A release would cost", className="small text-muted mb-0"),
+             html.Dd(cost_text, className="mb-1", id=ids.PANEL_SPENT)]
+    body: list = [
+        html.H2("Preview — nothing spent", className="h5"),
+        html.Dl(rows, className="mb-2"),
+    ]
+    for flag in dict.fromkeys(f for p in previews for f in p.answer.flags):
+        if flag != PREVIEW_LABEL:
+            body.append(dbc.Alert(flag, color="warning", className="small py-2"))
+    stop = refusal(previews)
+    if stop:
+        body.append(dbc.Alert(stop, color="danger", className="small py-2"))
+    body.append(budget_block(BudgetFigures.of(first.status), extra=cost,
+                             title="Budget after this release"))
+    return dbc.Card(dbc.CardBody(body), className="privacy-panel")

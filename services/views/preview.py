@@ -1,0 +1,168 @@
+"""Free previews: what a release would look like and cost, drawn from simulated data.
+
+A preview never reads a private row. Its chart comes from a table simulated from the dataset's
+public schema (bounds, categories, bins) with the dataset version's public DP size n̂, run
+through the same view plan and mechanism at the ε the release would cost, so a collaborator
+sees the chart's shape and noise level, not the patients. Its price is the ledger's quote
+(public metadata only). Pricing needs n̂: if the dataset version has none yet, it is released
+once (an internal release: ε 0.1 on the dataset-level loss, never a role's budget) — exactly
+what the first release on that version would do anyway.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dp_engine.errors import DPError
+from dp_engine.schema import NUMERIC_KINDS, ColumnSpec, Schema
+from services.data.sources.memory import PandasSource
+from services.identity.roles import Role
+from services.ledger.records import AccountStatus, Quote
+from services.views import statistics as st
+from services.views.answer import ViewAnswer
+from services.views.inputs import with_bound
+from services.views.plans import PaperPlan
+from services.views.queries import ViewRequest
+
+PREVIEW_LABEL = "preview — simulated, not your patients"
+FALLBACK_SIZE = 200
+"""Rows simulated when the quote has no public size (paper mode prices nothing in advance)."""
+
+
+@dataclass(frozen=True)
+class Preview:
+    """A simulated answer and the quote of the real release (what it would cost now).
+
+    ``cost``: ε the release would take from the role's budget (0 when already released to the
+    role: it opens free); ``budget_after``: the role's spend after it; ``refusal``: the message
+    a release would be refused with now.
+    """
+
+    answer: ViewAnswer
+    cached: bool
+    cost: float
+    dp: bool
+    status: AccountStatus
+    refusal: str | None
+
+    @property
+    def budget_after(self) -> float:
+        return self.status.role.spent + self.cost
+
+    @property
+    def user_after(self) -> float:
+        return self.status.user.spent + self.cost
+
+
+def seed_for(req: ViewRequest, schema: Schema) -> int:
+    """A seed from the public request: the same controls always draw the same preview."""
+    text = f"{req.query_key(schema)}|{req.tier}"
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
+
+
+def simulate_column(spec: ColumnSpec, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` values of ``spec`` from its public metadata only.
+
+    Categories: uniform over the public list; bounded numbers: a normal centred in the
+    bounds (sd a sixth of the width), clipped to them; anything else: missing.
+    """
+    if spec.categories:
+        cats = np.asarray(spec.categories, dtype=object)
+        return cats[rng.integers(0, len(cats), size=n)]
+    if spec.kind in NUMERIC_KINDS and spec.has_bounds:
+        lo, hi = spec.bounds()
+        return np.clip(rng.normal((lo + hi) / 2, (hi - lo) / 6, size=n), lo, hi)
+    return np.full(n, np.nan)
+
+
+def simulated_frame(schema: Schema, columns: list[str], n: int,
+                    rng: np.random.Generator) -> pd.DataFrame:
+    """A table of ``n`` simulated patients with ``columns`` (public schema only)."""
+    return pd.DataFrame({c: simulate_column(schema.column(c), n, rng) for c in columns})
+
+
+def _n_hat(plan: Any) -> int:
+    """The view's public DP size once its plan is built (paper mode: a fixed size)."""
+    n = int(getattr(plan, "n_hat", 0) or 0)
+    return n if n > 0 else FALLBACK_SIZE
+
+
+def ensure_inputs(ledger, plan, dataset, payer: Role,
+                  rng: Callable[[], np.random.Generator]) -> None:
+    """Release the internal inputs a quote needs (the DP size n̂), once per dataset version."""
+    for spec in plan.inputs:
+        ledger.release_internal(spec, dataset_id=str(dataset.id),
+                                dataset_version=str(dataset.version), payer=payer, rng=rng)
+
+
+def preview(releases, identity, req: ViewRequest, dataset) -> Preview:
+    """The preview of ``req`` for ``identity`` (role already clamped into ``req``).
+
+    ``releases``: the ReleaseService (its ``plan`` and its ledger's ``quote``). Raises DPError
+    with a plain message when the view cannot be planned (e.g. a column without bounds), or
+    BudgetExceededError when even the dataset's DP size cannot be released under the cap.
+    """
+    ledger = releases.ledger
+    plan = releases.plan(identity, req, dataset=dataset)
+    quote: Quote = ledger.quote(plan, user=identity.user)
+    if quote.missing_inputs:
+        ensure_inputs(ledger, plan, dataset, identity.role, _rng_factory(req, dataset.schema))
+        plan = releases.plan(identity, req, dataset=dataset)
+        quote = ledger.quote(plan, user=identity.user)
+    if quote.plan is None and not quote.cached:
+        raise DPError("This view cannot be priced yet. Nothing was charged; please try again.")
+    # already released to the role: the quote names no plan, build it to draw with
+    release_plan = quote.plan if quote.plan is not None else _build(ledger, plan, dataset)
+    answer = _simulated_answer(plan, release_plan, req, dataset)
+    cost = 0.0 if quote.cached else float(quote.cost)
+    return Preview(answer=answer, cached=quote.cached, cost=cost, dp=release_plan.dp,
+                   status=quote.status, refusal=None if quote.cached else quote.refusal)
+
+
+def _build(ledger, plan, dataset):
+    """The priced plan from the stored internal inputs (they exist once anything is served)."""
+    inputs = {}
+    for spec in plan.inputs:
+        rel = ledger.internal(str(dataset.version), spec.key)
+        if rel is None:
+            raise DPError("This view cannot be priced yet. Nothing was charged; "
+                          "please try again.")
+        inputs[spec.key] = rel
+    return plan.build(inputs)
+
+
+def _rng_factory(req: ViewRequest, schema: Schema) -> Callable[[], np.random.Generator]:
+    seq = np.random.SeedSequence(seed_for(req, schema))
+    return lambda: np.random.default_rng(seq.spawn(1)[0])
+
+
+def _simulated_answer(plan, release_plan, req: ViewRequest, dataset) -> ViewAnswer:
+    """Run the view's own mechanism on simulated rows at the release's ε (nothing stored).
+
+    Sound views are released from aggregates: the simulated table answers the view's own
+    aggregate query through an in-memory source; paper mode reads the simulated rows.
+    """
+    rng = np.random.default_rng(seed_for(req, dataset.schema))
+    schema = dataset.schema
+    view = plan.view if isinstance(plan, PaperPlan) else plan   # paper mode wraps a view
+    columns = [req.x] + ([req.group] if req.group else [])
+    frame = simulated_frame(schema, columns, _n_hat(view), rng)
+    if isinstance(plan, PaperPlan):
+        rows = st.inputs(req, frame, schema, histogram=view.figure == "histogram")
+        compute = plan.compute(lambda: rows)
+    else:
+        if schema.patient_column:           # one simulated row per simulated patient
+            frame[schema.patient_column] = np.arange(len(frame))
+        agg = PandasSource(frame).aggregate(with_bound(plan.query(), schema))
+        compute = plan.compute(lambda: agg)
+    tier = release_plan.key.tier
+    rel = compute(release_plan.epsilons.get(tier), rng)
+    published = plan.publish(release_plan, rel, None)
+    return ViewAnswer.from_dict({**published, "realized_noise_percent": None,
+                                 "flags": [PREVIEW_LABEL, *published.get("flags", [])]})
