@@ -155,7 +155,7 @@ def _preset_options(services: Services, identity, ds, c: dict[str, Any]) -> list
         if quote.cached:
             cost = "released: opens free"
         elif quote.plan is None:
-            cost = "cost shown once previewed"
+            cost = "cost shown once priced"
         elif not quote.plan.dp:
             cost = "paper mode, not DP"
         else:
@@ -197,6 +197,23 @@ def release_screen(services: Services, identity, ds, reqs: list[ViewRequest]) ->
     """Spend through the ledger's door (free for what the role already has)."""
     answers = [_released_answer(services, identity, ds, r) for r in reqs]
     return _released_screen(answers, identity.role)
+
+
+def priced(services: Services, identity, ds, reqs: list[ViewRequest]) -> bool:
+    """Whether every request's exact price is known (its internal inputs exist)."""
+    return not any(services.ledger.quote(services.releases.plan(identity, r, dataset=ds),
+                                         user=identity.user).missing_inputs for r in reqs)
+
+
+def price_screen(services: Services, identity, ds, reqs: list[ViewRequest]) -> Screen:
+    """The deliberate pricing step: draw the inputs (dataset loss only), preview again."""
+    added = sum(services.releases.prepare(identity, r, dataset=ds) for r in reqs)
+    screen = preview_screen(services, identity, ds, reqs)
+    if screen.note and not screen.release_disabled:
+        screen.note = (f"Priced: this grouping's DP group sizes were drawn (ε {added:.3g} to "
+                       "the dataset's total, nothing from your budget). Release spends "
+                       "exactly the price shown.")
+    return screen
 
 
 def preview_screen(services: Services, identity, ds, reqs: list[ViewRequest]) -> Screen:
@@ -267,7 +284,9 @@ def explore(services: Services, trigger: Any, preset: Any, c: dict[str, Any],
             screen.controls = {k: c[k] for k in CONTROLS}
             screen.message = _alert(" ".join(notes), "info") if notes else None
         elif trigger == ids.EX_RELEASE:
-            screen = release_screen(services, identity, ds, _requests(identity, ds, c))
+            reqs = _requests(identity, ds, c)
+            screen = (price_screen(services, identity, ds, reqs) if not priced(services,
+                      identity, ds, reqs) else release_screen(services, identity, ds, reqs))
             screen.preset = matching_preset(identity, preset, c)
         else:
             if trigger == ids.EX_DATASET:

@@ -44,6 +44,7 @@ PANEL_EPSILON = "panel-epsilon"
 PANEL_SENSITIVITY = "panel-sensitivity"
 PANEL_MECHANISM = "panel-mechanism"
 PANEL_SPENT = "panel-spent"
+PANEL_PRICING = "panel-pricing"           # a preview whose price is an estimate: what pricing does
 PANEL_ERROR = "panel-error"
 PANEL_REALIZED = "panel-realized"
 PANEL_EFFECTIVE = "panel-effective"

@@ -44,7 +44,19 @@ def release_label(previews: list[Preview]) -> str:
         return "Released — open (free)"
     if not all(p.dp for p in previews):
         return "Release (paper mode, not DP)"
+    if not all(p.priced for p in previews):
+        return "Price this view (nothing from your budget)"
     return f"Release (ε {fmt(sum(p.cost for p in previews))})"
+
+
+def pricing_text(previews: list[Preview]) -> str | None:
+    """What pressing "Price this view" does, when the price is still an estimate."""
+    loss = sum(p.pricing_loss for p in previews if not p.priced)
+    if all(p.priced for p in previews):
+        return None
+    return (f"The price above is an estimate on simulated data. Pressing \"Price this view\" "
+            f"draws this grouping's DP group sizes (ε {fmt(loss)} added to the dataset's total "
+            "loss, nothing from your budget) and shows the exact price; only Release spends.")
 
 
 def refusal(previews: list[Preview]) -> str | None:
@@ -76,7 +88,8 @@ def panel(previews: list[Preview], granted: Role) -> dbc.Card:
                              className="mb-1", **named(ids.PANEL_ERROR))]
     cost_text = ("0 — already released to your role, opens free" if all(p.cached for p in
                                                                         previews)
-                 else f"{fmt(cost)} from your role's budget")
+                 else f"{fmt(cost)} from your role's budget" if all(p.priced for p in previews)
+                 else f"about {fmt(cost)} from your role's budget (estimate)")
     rows += [html.Dt("A release would cost", className="small text-muted mb-0"),
              html.Dd(cost_text, className="mb-1", id=ids.PANEL_SPENT)]
     body: list = [
@@ -86,6 +99,10 @@ def panel(previews: list[Preview], granted: Role) -> dbc.Card:
     for flag in dict.fromkeys(f for p in previews for f in p.answer.flags):
         if flag != PREVIEW_LABEL:
             body.append(dbc.Alert(flag, color="warning", className="small py-2"))
+    pricing = pricing_text(previews)
+    if pricing:
+        body.append(dbc.Alert(pricing, color="info", className="small py-2",
+                              id=ids.PANEL_PRICING))
     stop = refusal(previews)
     if stop:
         body.append(dbc.Alert(stop, color="danger", className="small py-2"))

@@ -170,7 +170,7 @@ class PublishService:
         payer = Identity(identity.user, tier, True)
         quotes = []
         for req, _caption in reqs:
-            self._ensure_inputs(payer, req, ds)
+            self.releases.prepare(payer, req, dataset=ds)   # the owner prices: dataset loss
             q = self.releases.quote(payer, req, dataset=ds)
             cost = 0.0 if q.cached else float(q.cost)
             quotes.append(FigureQuote(_label(ds, _raw(req)), cost, q.cached, q.refusal))
@@ -296,14 +296,6 @@ class PublishService:
         except DPError:
             return False
         return True
-
-    def _ensure_inputs(self, payer: Identity, req: ViewRequest, ds) -> None:
-        """Pricing needs the plan's internal inputs (DP sizes, pilot): released once per
-        dataset version, charged to the dataset-level loss only, never to a role."""
-        for spec in self.releases.plan(payer, req, dataset=ds).inputs:
-            if self.ledger.internal(ds.version, spec.store_key) is None:
-                self.ledger.release_internal(spec, dataset_id=ds.id,
-                                             dataset_version=ds.version, payer=Role.OWNER)
 
     def _stored(self, release_ids: Sequence[int]) -> dict[int, StoredRelease]:
         """The ledger's served releases by id (one read; never logs a delivery)."""

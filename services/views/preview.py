@@ -4,21 +4,27 @@ A preview never reads a private row. Its chart comes from a table simulated from
 public schema (bounds, categories, bins) with the dataset version's public DP size n̂, run
 through the same view plan and mechanism at the ε the release would cost, so a collaborator
 sees the chart's shape and noise level, not the patients. Its price is the ledger's quote
-(public metadata only). Pricing needs n̂: if the dataset version has none yet, it is released
-once (an internal release: ε 0.1 on the dataset-level loss, never a role's budget) — exactly
-what the first release on that version would do anyway.
+(public metadata only).
+
+An exact price needs the view's internal inputs (the DP group sizes and pilot of its
+grouping), which read the data and add to the dataset's total loss. A preview never draws
+them: until they exist, it plans the view on inputs computed from the simulated table too and
+shows that price as an estimate. Pricing is a deliberate step (``ReleaseService.prepare``,
+the page's "Price this view" button): it draws the inputs (dataset-level loss only, never a
+role's budget) and the next preview shows the exact price the Release button then spends.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from dp_engine import accountant
 from dp_engine.errors import DPError
 from dp_engine.schema import NUMERIC_KINDS, ColumnSpec, Schema
 from services.data.sources.memory import PandasSource
@@ -50,6 +56,8 @@ class Preview:
     dp: bool
     status: AccountStatus
     refusal: str | None
+    priced: bool = True              # False: cost estimated on simulated inputs
+    pricing_loss: float = 0.0        # what pricing adds to the dataset's total loss
 
     @property
     def budget_after(self) -> float:
@@ -93,28 +101,18 @@ def _n_hat(plan: Any) -> int:
     return n if n > 0 else FALLBACK_SIZE
 
 
-def ensure_inputs(ledger, plan, dataset, payer: Role,
-                  rng: Callable[[], np.random.Generator]) -> None:
-    """Release the internal inputs a quote needs (the DP size n̂), once per dataset version."""
-    for spec in plan.inputs:
-        ledger.release_internal(spec, dataset_id=str(dataset.id),
-                                dataset_version=str(dataset.version), payer=payer, rng=rng)
-
-
 def preview(releases, identity, req: ViewRequest, dataset) -> Preview:
     """The preview of ``req`` for ``identity`` (role already clamped into ``req``).
 
     ``releases``: the ReleaseService (its ``plan`` and its ledger's ``quote``). Raises DPError
-    with a plain message when the view cannot be planned (e.g. a column without bounds), or
-    BudgetExceededError when even the dataset's DP size cannot be released under the cap.
+    with a plain message when the view cannot be planned (e.g. a column without bounds).
+    Reads no row and draws nothing: an unpriced view gets an estimated price.
     """
     ledger = releases.ledger
     plan = releases.plan(identity, req, dataset=dataset)
     quote: Quote = ledger.quote(plan, user=identity.user)
-    if quote.missing_inputs:
-        ensure_inputs(ledger, plan, dataset, identity.role, _rng_factory(req, dataset.schema))
-        plan = releases.plan(identity, req, dataset=dataset)
-        quote = ledger.quote(plan, user=identity.user)
+    if quote.missing_inputs and not quote.cached:
+        return _estimated(releases, identity, req, dataset, quote)
     if quote.plan is None and not quote.cached:
         raise DPError("This view cannot be priced yet. Nothing was charged; please try again.")
     # already released to the role: the quote names no plan, build it to draw with
@@ -137,9 +135,41 @@ def _build(ledger, plan, dataset):
     return plan.build(inputs)
 
 
-def _rng_factory(req: ViewRequest, schema: Schema) -> Callable[[], np.random.Generator]:
-    seq = np.random.SeedSequence(seed_for(req, schema))
-    return lambda: np.random.default_rng(seq.spawn(1)[0])
+def _estimated(releases, identity, req: ViewRequest, dataset, quote: Quote) -> Preview:
+    """The view planned and drawn on a simulated copy (its internal inputs included).
+
+    The simulated table has the public n̂ rows when the dataset version has one, else
+    ``FALLBACK_SIZE``; its inputs are computed from it, so nothing reads a private row.
+    """
+    rng = np.random.default_rng(seed_for(req, dataset.schema))
+    size = releases.public_size(dataset) or FALLBACK_SIZE
+    columns = [req.x] + ([req.group] if req.group else [])
+    frame = simulated_frame(dataset.schema, columns, size, rng)
+    if dataset.schema.patient_column:
+        frame[dataset.schema.patient_column] = np.arange(len(frame))
+    simulated = SimpleNamespace(id=dataset.id, title=getattr(dataset, "title", ""),
+                                version=f"{dataset.version}|simulated", schema=dataset.schema,
+                                data=PandasSource(frame))
+    plan = releases.plan(identity, req, dataset=simulated)
+    release_plan = plan.build({s.key: s.compute(s.epsilon, rng) for s in plan.inputs})
+    answer = _simulated_answer(plan, release_plan, req, simulated)
+    return Preview(answer=answer, cached=False, cost=float(release_plan.cost),
+                   dp=release_plan.dp, status=quote.status,
+                   refusal=_pricing_refusal(identity, dataset, quote), priced=False,
+                   pricing_loss=float(quote.loss_growth))
+
+
+def _pricing_refusal(identity, dataset, quote: Quote) -> str | None:
+    """Why pricing would be refused now: the dataset's cap (never for the owner)."""
+    st_ = quote.status.dataset
+    if identity.role is Role.OWNER or st_.cap is None or \
+            accountant.fits(st_.loss, quote.loss_growth, st_.cap):
+        return None
+    return (f"This view cannot be priced: drawing its grouping's DP group sizes needs "
+            f"ε = {quote.loss_growth:.3g} of dataset '{dataset.id}' (its cap on the total "
+            f"privacy loss, whoever asks), which has used {st_.loss:.3g} of {st_.cap:.3g}. "
+            "Nothing was charged. Previously released views stay available at no cost; only "
+            "the data owner can raise the cap.")
 
 
 def _simulated_answer(plan, release_plan, req: ViewRequest, dataset) -> ViewAnswer:

@@ -77,6 +77,20 @@ class ReleaseService:
         """What answering ``req`` would cost now; reads no row and spends nothing."""
         return self.ledger.quote(self.plan(identity, req, dataset=dataset), user=identity.user)
 
+    def prepare(self, identity, req: ViewRequest, *, dataset=None) -> float:
+        """Draw the internal inputs ``req``'s exact price needs (its grouping's DP sizes and
+        pilot) that the dataset version lacks. They add to the dataset's total loss only,
+        never to a role's budget (the cap applies to non-owners). Returns the loss added."""
+        ds = dataset if dataset is not None else self.registry.get(req.dataset_id)
+        added = 0.0
+        for spec in self.plan(identity, req, dataset=ds).inputs:
+            if self.ledger.internal(str(ds.version), spec.key) is None:
+                self.ledger.release_internal(spec, dataset_id=str(ds.id),
+                                             dataset_version=str(ds.version),
+                                             payer=identity.role, rng=self._rng)
+                added += spec.epsilon
+        return added
+
     def public_size(self, dataset) -> int | None:
         """The dataset version's DP size n̂ if it was released (public), else None."""
         rel = self.ledger.internal(dataset.version, size_key(None))

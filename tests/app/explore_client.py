@@ -91,6 +91,10 @@ class RenderReply:
         return found
 
 
+PRICED = "Priced: this grouping"
+"""The note of the pricing step (callbacks/explore.py price_screen)."""
+
+
 def post(client, changed: str, **values: Any) -> RenderReply:
     """POST the Explore screen callback as if ``changed`` (a component id) fired."""
     sent: dict[str, Any] = {ids.EX_PRESET: None, ids.EX_DATASET: "pirads",
@@ -116,7 +120,18 @@ def post(client, changed: str, **values: Any) -> RenderReply:
 
 
 def render(client, **values: Any) -> RenderReply:
-    """Press Release with the given control values (spends, unless already released)."""
+    """Press Release with the given control values (spends, unless already released).
+
+    A view whose grouping has no DP group sizes yet is priced by the first press (dataset
+    loss only, the page then shows the exact price); the user presses again to release."""
+    reply = post(client, ids.EX_RELEASE, **values)
+    if PRICED in reply.text:
+        reply = post(client, ids.EX_RELEASE, **values)
+    return reply
+
+
+def price(client, **values: Any) -> RenderReply:
+    """Press Release once (prices an unpriced view, releases a priced one)."""
     return post(client, ids.EX_RELEASE, **values)
 
 

@@ -16,7 +16,7 @@ import pytest
 from layouts import ids
 from layouts.figures import fmt
 from services.identity.roles import Role
-from tests.app.explore_client import post, preset, preview, render, reopen
+from tests.app.explore_client import PRICED, post, preset, preview, price, render, reopen
 
 COLLAB = {"role": "collaborator"}
 
@@ -64,6 +64,8 @@ def test_four_control_changes_preview_free_then_release_spends_the_shown_epsilon
              (ids.EX_GROUP, {"view": "mean", "group": "PIRADS score"}),
              (ids.EX_VIEW, {"view": "variance", "group": "PIRADS score"}),
              (ids.EX_GROUP, {"view": "variance", "group": "Prostatitis"})]
+    ledger = _services(collaborator).ledger
+    loss_before = ledger.dataset_loss("pirads")
     for changed, values in steps:
         reply = preview(client, changed, **COLLAB, **values)
         assert reply.status == 200, reply.text
@@ -71,15 +73,22 @@ def test_four_control_changes_preview_free_then_release_spends_the_shown_epsilon
         text = json.dumps(reply.body, ensure_ascii=False).lower()
         assert "preview — simulated, not your patients" in text
         assert "PREVIEW" in reply.figures()[0]["layout"]["title"]["text"]
-        assert reply.release_label.startswith("Release (ε ")
+        # never priced yet: an estimate, and a deliberate pricing step
+        assert reply.release_label.startswith("Price this view"), reply.release_label
+        assert "estimate" in reply.panel_text
         assert "Budget after this release" in reply.panel_text
         assert _spent(collaborator) == (0.0, 0.0)
-    shown = _cost(reply.release_label)
+        assert ledger.dataset_loss("pirads") == loss_before   # previews draw nothing at all
+    priced = price(client, **COLLAB, **steps[-1][1])
+    assert PRICED in priced.text and priced.preview
+    assert priced.release_label.startswith("Release (ε "), priced.release_label
+    assert _spent(collaborator) == (0.0, 0.0)                   # pricing: dataset loss only
+    assert ledger.dataset_loss("pirads") > loss_before
+    shown = _cost(priced.release_label)
     released = render(client, **COLLAB, **steps[-1][1])
     assert not released.preview and released.figures()
     role_spent, user_spent = _spent(collaborator)
     assert role_spent == user_spent and fmt(role_spent) == shown     # as shown, 3 digits
-    ledger = _services(collaborator).ledger
     (rel,) = ledger.releases(dataset_id="pirads")
     assert released.release_ids() == [str(rel.id)]
     assert rel.epsilon == role_spent
@@ -202,8 +211,11 @@ def test_presets_release_in_one_click_and_the_control_follows_the_screen(collabo
     assert spent > 0
     labels = {o["value"]: o["label"] for o in chosen.prop(ids.EX_PRESET, "options")}
     assert "released: opens free" in labels["fig3"]
-    assert "cost shown once previewed" in labels["fig4"]      # its inputs are not drawn yet
-    priced = preview(client, ids.EX_VIEW, **COLLAB, view="median", group="Prostatitis")
+    assert "cost shown once priced" in labels["fig4"]         # its inputs are not drawn yet
+    free = preview(client, ids.EX_VIEW, **COLLAB, view="median", group="Prostatitis")
+    labels = {o["value"]: o["label"] for o in free.prop(ids.EX_PRESET, "options")}
+    assert "cost shown once priced" in labels["fig4"]         # a preview draws nothing
+    priced = price(client, **COLLAB, view="median", group="Prostatitis")
     labels = {o["value"]: o["label"] for o in priced.prop(ids.EX_PRESET, "options")}
     assert re.search(r"· ε [0-9.]+$", labels["fig4"]), labels["fig4"]
     assert _spent(collaborator)[0] == spent

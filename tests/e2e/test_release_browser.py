@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from dash.testing.wait import until
 
 from layouts import ids
 from layouts.figures import fmt
@@ -82,6 +83,13 @@ def test_preview_then_release_reopen_free_and_export(dash_duo, tmp_path):
         dash_duo.wait_for_element(f"#{ids.EX_PREVIEW_BANNER}", timeout=10)
         assert "simulated" in dash_duo.find_element(f"#{ids.EX_PREVIEW_BANNER}").text.lower()
         assert _spent(services) == 0.0
+    # never priced: the button prices first (DP group sizes: dataset loss, not the budget)
+    assert dash_duo.find_element(f"#{ids.EX_RELEASE}").text.startswith("Price this view")
+    _click(dash_duo, f"#{ids.EX_RELEASE}")
+    until(lambda: dash_duo.find_element(f"#{ids.EX_RELEASE}").text.startswith("Release (ε"),
+          timeout=30)
+    assert _spent(services) == 0.0
+    before = _data(dash_duo)
     label = dash_duo.find_element(f"#{ids.EX_RELEASE}").text
     shown = re.search(r"Release \(ε ([0-9.]+)\)", label).group(1)
     dash_duo.driver.execute_script("window.scrollTo(0, 0); document.activeElement.blur();")
