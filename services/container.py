@@ -15,6 +15,7 @@ from services.data.sources.options import large_dataset_options
 from services.identity.session import Identity, current_identity
 from services.ledger.policy import BudgetPolicy
 from services.ledger.store import Ledger
+from services.studio.service import StudioService
 from services.views.releases import ReleaseService, new_rng_factory
 
 
@@ -32,6 +33,7 @@ class Services(Protocol):
     ledger: Ledger
     releases: ReleaseService
     identity: IdentitySource
+    studio: StudioService
 
 
 class IdentityService:
@@ -50,6 +52,7 @@ class AppServices:
     ledger: Ledger
     releases: ReleaseService
     identity: IdentitySource
+    studio: StudioService
 
 
 def budget_policy(config: AppConfig) -> BudgetPolicy:
@@ -68,4 +71,5 @@ def build_services(config: AppConfig, *, seed: int | None = None) -> AppServices
                                **large_dataset_options(config))
     ledger = Ledger(config.ledger_url, budget_policy(config))
     releases = ReleaseService(registry, ledger, rng_factory=new_rng_factory(seed))
-    return AppServices(config, registry, ledger, releases, IdentityService())
+    studio = StudioService(registry, ledger, rng_factory=new_rng_factory(seed))
+    return AppServices(config, registry, ledger, releases, IdentityService(), studio)
