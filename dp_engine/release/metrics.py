@@ -10,9 +10,9 @@
   original is 0 have no relative error and are left out).
 
 Beyond the paper: mean and standard deviation original vs DP, the Wasserstein and
-Kolmogorov–Smirnov distances (scipy), category shares and their total variation distance,
-and the difference of the correlation matrices. Every metric that reads the original is the
-data owner's only; the DP side alone is what other roles may see.
+Kolmogorov–Smirnov distances (scipy's definitions), category shares and their total
+variation distance, and the difference of the correlation matrices. Every metric that
+reads the original is the data owner's only; the DP side alone is what other roles may see.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 _POW10 = 10 ** np.arange(19, dtype=np.int64)
 
@@ -88,19 +87,49 @@ def privacy_error(original: Any, dp: Any) -> float:
     return float(np.mean(np.abs(b[nz] - a[nz]) / np.abs(a[nz]))) * 100.0
 
 
+def cdf_distances(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """(Wasserstein-1, Kolmogorov–Smirnov) between two samples from one sort of each.
+
+    The definitions of ``scipy.stats.wasserstein_distance`` and ``ks_2samp``'s statistic
+    (the area between and the largest gap of the empirical CDFs), computed together so a
+    million-row column is sorted once, not four times; the tests check both against scipy.
+    """
+    joined = np.concatenate([np.sort(x), np.sort(y)])
+    order = np.argsort(joined, kind="stable")       # merges the two sorted runs
+    both = joined[order]
+    from_x = np.cumsum(order < x.size)
+    last = np.flatnonzero(np.r_[both[1:] != both[:-1], True])   # right end of each tie
+    fx = from_x[last] / x.size
+    fy = (last + 1 - from_x[last]) / y.size
+    gap = np.abs(fx - fy)
+    return float(np.sum(gap[:-1] * np.diff(both[last]))), float(gap.max())
+
+
 def _moments(x: np.ndarray) -> tuple[float, float]:
     if x.size == 0:
         return math.nan, math.nan
     return float(np.mean(x)), float(np.std(x, ddof=1)) if x.size > 1 else math.nan
 
 
+def category_codes(values: Any, categories: Sequence[Any]) -> np.ndarray:
+    """Codes in the public list (−1: missing or not listed); text and numbers match as text."""
+    s = pd.Series(values)
+    codes = np.asarray(pd.Index(list(categories)).get_indexer(s.to_numpy(dtype=object)))
+    if (codes < 0).any():   # e.g. "1" against 1: retry the unmatched as text
+        text = pd.Index([str(c) for c in categories])
+        miss = np.flatnonzero(codes < 0)
+        codes[miss] = text.get_indexer(s.iloc[miss].astype(object).map(str).to_numpy())
+        codes[miss[s.iloc[miss].isna().to_numpy()]] = -1
+    return codes
+
+
 def shares(values: Any, categories: Sequence[Any]) -> dict[str, float]:
-    """Share of each public category among the present values (keys as text)."""
-    s = pd.Series(values).astype(object)
-    s = s[s.notna()]
-    n = max(len(s), 1)
-    counts = s.map(str).value_counts()
-    return {str(c): float(counts.get(str(c), 0)) / n for c in categories}
+    """Share of each public category among the present listed values (keys as text)."""
+    codes = category_codes(values, categories)
+    codes = codes[codes >= 0]
+    counts = np.bincount(codes, minlength=len(categories))
+    n = max(int(codes.size), 1)
+    return {str(c): float(k) / n for c, k in zip(categories, counts, strict=True)}
 
 
 @dataclass(frozen=True)
@@ -133,38 +162,42 @@ class ColumnMetrics:
 
 def numeric_metrics(name: str, original: Any, dp: Any, *, decimals: int = 0) -> ColumnMetrics:
     """Privacy and utility metrics of a numeric column."""
-    x, y = _floats(original), _floats(dp)
-    x, y = x[np.isfinite(x)], y[np.isfinite(y)]
+    a, b = _floats(original), _floats(dp)
+    x, y = a[np.isfinite(a)], b[np.isfinite(b)]
     mo, so = _moments(x)
     md, sd = _moments(y)
-    both = x.size > 0 and y.size > 0
+    w1, ks = cdf_distances(x, y) if x.size and y.size else (math.nan, math.nan)
     return ColumnMetrics(
         name, "numeric",
-        privacy_match=privacy_match(original, dp, decimals=decimals),
-        digimatch=digimatch(original, dp, decimals=decimals),
-        privacy_error=privacy_error(original, dp),
-        mean_original=mo, mean_dp=md, std_original=so, std_dp=sd,
-        wasserstein=float(stats.wasserstein_distance(x, y)) if both else math.nan,
-        ks=float(stats.ks_2samp(x, y, method="asymp").statistic) if both else math.nan,
+        privacy_match=privacy_match(a, b, decimals=decimals),
+        digimatch=digimatch(a, b, decimals=decimals),
+        privacy_error=privacy_error(a, b),
+        mean_original=mo, mean_dp=md, std_original=so, std_dp=sd, wasserstein=w1, ks=ks,
     )
 
 
 def categorical_metrics(name: str, original: Any, dp: Any,
                         categories: Sequence[Any]) -> ColumnMetrics:
     """Privacy Match (the paper's mismatch %), shares and their total variation distance."""
-    so, sd = shares(original, categories), shares(dp, categories)
-    tv = 0.5 * sum(abs(so[k] - sd[k]) for k in so)
-    orig = pd.Series(original).astype(object).map(lambda v: v if pd.isna(v) else str(v))
-    new = pd.Series(dp).astype(object).map(lambda v: v if pd.isna(v) else str(v))
-    return ColumnMetrics(name, "categorical", privacy_match=privacy_match(orig, new),
-                         shares_original=so, shares_dp=sd, total_variation=tv)
+    ca, cb = category_codes(original, categories), category_codes(dp, categories)
+    present = pd.Series(original).notna().to_numpy()
+    match = math.nan
+    if present.any():
+        match = 100.0 * (1.0 - np.count_nonzero((ca == cb) & (ca >= 0) & present)
+                         / np.count_nonzero(present))
+    k = len(categories)
+    so = np.bincount(ca[ca >= 0], minlength=k) / max(np.count_nonzero(ca >= 0), 1)
+    sd = np.bincount(cb[cb >= 0], minlength=k) / max(np.count_nonzero(cb >= 0), 1)
+    keys = [str(c) for c in categories]
+    return ColumnMetrics(name, "categorical", privacy_match=match,
+                         shares_original=dict(zip(keys, so.tolist(), strict=True)),
+                         shares_dp=dict(zip(keys, sd.tolist(), strict=True)),
+                         total_variation=float(0.5 * np.abs(so - sd).sum()))
 
 
 def text_metrics(name: str, original: Any, dp: Any) -> ColumnMetrics:
     """Masked or kept text: only the Privacy Match applies."""
-    orig = pd.Series(original).astype(object).map(lambda v: v if pd.isna(v) else str(v))
-    new = pd.Series(dp).astype(object).map(lambda v: v if pd.isna(v) else str(v))
-    return ColumnMetrics(name, "text", privacy_match=privacy_match(orig, new))
+    return ColumnMetrics(name, "text", privacy_match=privacy_match(original, dp))
 
 
 def column_metrics(name: str, original: Any, dp: Any, *, kind: str,

@@ -79,3 +79,15 @@ def test_correlation_difference():
     assert m.corr_max_diff == pytest.approx(2.0)      # +1 became -1
     assert m.corr_original[0, 1] == pytest.approx(1.0)
     assert m.overall("privacy_match") == pytest.approx(50.0)   # 0 % and 100 %
+
+
+def test_cdf_distances_equal_scipy():
+    from scipy import stats
+
+    from dp_engine.release.metrics import cdf_distances
+
+    rng = np.random.default_rng(4)
+    x, y = rng.normal(size=3001), np.round(rng.normal(0.3, 2, size=1999), 1)
+    w1, ks = cdf_distances(x, y)
+    assert w1 == pytest.approx(stats.wasserstein_distance(x, y), rel=1e-9)
+    assert ks == pytest.approx(stats.ks_2samp(x, y).statistic, rel=1e-12)
