@@ -57,7 +57,11 @@ def privacy_match(original: Any, dp: Any, *, decimals: int | None = None) -> flo
 
 def _digits(x: np.ndarray) -> np.ndarray:
     """Number of decimal digits of non-negative integers (0 has one digit)."""
-    return np.maximum(np.searchsorted(_POW10, x, side="right"), 1)
+    d = np.floor(np.log10(np.maximum(x, 1).astype(float))).astype(np.int64) + 1
+    d = np.minimum(d, _POW10.size - 1)
+    d += x >= _POW10[d]                    # float log10 can be one off near powers of ten
+    d -= (d > 1) & (x < _POW10[d - 1])
+    return d
 
 
 def digimatch(original: Any, dp: Any, *, decimals: int = 0) -> float:

@@ -91,3 +91,10 @@ def test_cdf_distances_equal_scipy():
     w1, ks = cdf_distances(x, y)
     assert w1 == pytest.approx(stats.wasserstein_distance(x, y), rel=1e-9)
     assert ks == pytest.approx(stats.ks_2samp(x, y).statistic, rel=1e-12)
+
+
+def test_digit_counts_at_powers_of_ten():
+    from dp_engine.release.metrics import _digits
+
+    x = np.array([0, 1, 9, 10, 99, 100, 999, 1000, 10**15 - 1, 10**15, 10**18 - 1])
+    assert _digits(x).tolist() == [1, 1, 1, 2, 2, 3, 3, 4, 15, 16, 18]
