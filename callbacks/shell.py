@@ -6,6 +6,7 @@ import logging
 
 from dash import Input, Output
 
+from callbacks import publish
 from callbacks.ledger import page_view as ledger_page
 from layouts import anonymize, data, explore, ids, shell
 from services.container import Services
@@ -19,6 +20,8 @@ log = logging.getLogger(__name__)
 def page_for(services: Services, identity, path: str):
     """The page at ``path`` for ``identity``, or a refusal below the page's lowest role."""
     role: Role = identity.role
+    if publish.is_view_path(path):   # a published page: its own access rules
+        return publish.view_for(services, identity, path)
     label, lowest = shell.PAGES.get(path, shell.PAGES["/"])
     if role.rank < lowest.rank:
         return shell.forbidden(label)
@@ -26,6 +29,8 @@ def page_for(services: Services, identity, path: str):
         return data.layout(services.registry, identity)
     if path == "/ledger":
         return ledger_page(services, identity)
+    if path == "/publish":
+        return publish.publish_view(services, identity)
     if path == "/anonymize":
         return anonymize.layout(services.registry, identity)
     return explore.layout(access.queryable(identity, services.registry.list()), identity)

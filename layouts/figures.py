@@ -44,8 +44,40 @@ def _axis(title: str, **extra: Any) -> dict[str, Any]:
             "automargin": True, **extra}
 
 
+def is_withheld(ans: ViewAnswer, g: int) -> bool:
+    """True when group ``g`` has no value at this noise level (shown as a labelled gap)."""
+    return bool(ans.withheld[g]) if g < len(ans.withheld) else False
+
+
+def withheld_text(ans: ViewAnswer, g: int) -> str:
+    reason = ans.withheld_reason[g] if g < len(ans.withheld_reason) else ""
+    return f"withheld: {reason or 'too few patients to show at this noise level'}"
+
+
+def caption(ans: ViewAnswer) -> str:
+    """What the error bars mean and which groups are withheld (drawn under the chart)."""
+    if not ans.dp:
+        return "Paper mode: no interval is stated (not differentially private)."
+    what = ("The error bar on each median is its 95 % interval; whiskers are the DP 5th and "
+            "95th percentiles." if ans.figure == "box" else
+            "Error bars: the 95 % interval of each DP value.")
+    parts = [what, "Each group's ε and expected error are listed beside the chart."]
+    gone = [ans.groups[g] for g in range(len(ans.groups)) if is_withheld(ans, g)]
+    if gone:
+        parts.append(f"Withheld (too few patients to show at this noise level): "
+                     f"{', '.join(gone)}.")
+    return " ".join(parts)
+
+
+def _caption_annotation(ans: ViewAnswer, compact: bool) -> dict[str, Any]:
+    return {"text": caption(ans), "xref": "paper", "yref": "paper", "x": 0, "y": 0,
+            "yshift": -(100 if compact else 70), "xanchor": "left", "yanchor": "top",
+            "showarrow": False, "align": "left", "font": {"size": 11, "color": "#3b4754"}}
+
+
 def _figure(ans: ViewAnswer, data: list[dict], title: str, compact: bool, *,
-            xaxis: dict, yaxis: dict, showlegend: bool, **layout: Any) -> Figure:
+            xaxis: dict, yaxis: dict, showlegend: bool,
+            annotations: list[dict] | None = None, **layout: Any) -> Figure:
     if compact:   # compare mode: the tier is the headline, the view is shared by all three
         title = f"{NOISE_LABELS[ans.tier].capitalize()} noise · {ans.role.replace('_', ' ')} tier"
     return {
@@ -57,13 +89,14 @@ def _figure(ans: ViewAnswer, data: list[dict], title: str, compact: bool, *,
             "paper_bgcolor": "#ffffff",
             "plot_bgcolor": "#ffffff",
             "colorway": PALETTE,
-            "margin": {"l": 60, "r": 20, "t": 80, "b": 110 if compact else 60},
+            "margin": {"l": 60, "r": 20, "t": 80, "b": 150 if compact else 110},
             "legend": {"orientation": "h", "y": -0.45 if compact else -0.2,
                        "title": {"text": ans.group_label}},
             "hoverlabel": {"font": {"family": FONT}},
             "showlegend": showlegend,
             "xaxis": xaxis,
             "yaxis": yaxis,
+            "annotations": [*(annotations or []), _caption_annotation(ans, compact)],
             **layout,
         },
     }
@@ -75,9 +108,36 @@ def _interval(ans: ViewAnswer, unit: str = "") -> str:
     return "<br>95 % interval: %{customdata[0]} – %{customdata[1]}" + unit
 
 
+def _error_bars(values: list, low: list, high: list) -> dict[str, Any]:
+    """Asymmetric error bars from 95 % intervals (None where there is no value)."""
+    return {
+        "type": "data", "symmetric": False, "color": "#444", "thickness": 1.2,
+        "array": [None if (v is None or h is None) else h - v
+                  for v, h in zip(values, high, strict=True)],
+        "arrayminus": [None if (v is None or lo is None) else v - lo
+                       for v, lo in zip(values, low, strict=True)],
+    }
+
+
+def _gap_note(text: str, **where: Any) -> dict[str, Any]:
+    """A label where a withheld group's value would be (never a number)."""
+    return {"text": text, "showarrow": False, "font": {"size": 11, "color": "#5b2a00"},
+            "bgcolor": "#fff4e5", "bordercolor": "#b35c00", "borderwidth": 1, **where}
+
+
 def histogram(ans: ViewAnswer, compact: bool = False) -> Figure:
     data = []
+    notes = []
+    who = "patient" if ans.privacy_unit == "patient" else "record"
     for g, name in enumerate(ans.groups):
+        if is_withheld(ans, g):
+            data.append({"type": "bar", "x": ans.cells, "y": [None] * len(ans.cells),
+                         "name": f"{name} ({withheld_text(ans, g)})", "hoverinfo": "skip",
+                         "marker": {"color": PALETTE[g % len(PALETTE)]}})
+            notes.append(_gap_note(f"{name}: {withheld_text(ans, g)}", xref="paper",
+                                   yref="paper", x=0.5, y=1 - 0.08 * len(notes),
+                                   xanchor="center"))
+            continue
         data.append({
             "type": "bar",
             "x": ans.cells,
@@ -85,16 +145,19 @@ def histogram(ans: ViewAnswer, compact: bool = False) -> Figure:
             "name": name,
             "customdata": [[fmt(lo), fmt(hi)]
                            for lo, hi in zip(ans.ci_low[g], ans.ci_high[g], strict=True)],
-            "hovertemplate": f"{ans.x_label}: %{{x}}<br>{name}: %{{y}} patients"
+            "hovertemplate": f"{ans.x_label}: %{{x}}<br>{name}: %{{y}} {ans.error_unit or who}"
                              f"{_interval(ans)}<extra></extra>",
             "marker": {"color": PALETTE[g % len(PALETTE)]},
         })
-    title = f"{ans.x_label} — patient counts" + (f" by {ans.group_label}" if ans.group else "")
+        if ans.dp:
+            data[-1]["error_y"] = _error_bars(ans.values[g], ans.ci_low[g], ans.ci_high[g])
+    who = "patient" if ans.privacy_unit == "patient" else "record"
+    title = f"{ans.x_label} — {who} counts" + (f" by {ans.group_label}" if ans.group else "")
     grouped = len(ans.groups) > 1
-    return _figure(ans, data, title, compact, showlegend=grouped,
+    return _figure(ans, data, title, compact, showlegend=grouped, annotations=notes,
                    barmode="group" if grouped else "relative", bargap=0.15,
                    xaxis=_axis(ans.x_label, type="category"),
-                   yaxis=_axis("Patients (DP count)", rangemode="tozero"))
+                   yaxis=_axis(f"{who.capitalize()}s (DP count)", rangemode="tozero"))
 
 
 def bars(ans: ViewAnswer, compact: bool = False) -> Figure:
@@ -113,16 +176,13 @@ def bars(ans: ViewAnswer, compact: bool = False) -> Figure:
                          f"%{{x:.3g}}{unit}{_interval(ans, unit)}<extra></extra>",
     }
     if not paper:
-        trace["error_x"] = {
-            "type": "data", "symmetric": False, "color": "#444",
-            "array": [None if (v is None or h is None) else h - v
-                      for v, h in zip(vals, hi, strict=True)],
-            "arrayminus": [None if (v is None or l_ is None) else v - l_
-                           for v, l_ in zip(vals, lo, strict=True)],
-        }
+        trace["error_x"] = _error_bars(vals, lo, hi)
+    notes = [_gap_note(withheld_text(ans, g), xref="paper", yref="y", x=0.02, y=group,
+                       xanchor="left")
+             for g, group in enumerate(ans.groups) if is_withheld(ans, g)]
     name = ans.x_label.split(" (")[0].lower()
     title = f"{statistic} {name}" + (f" by {ans.group_label}" if ans.group else "")
-    return _figure(ans, [trace], title, compact, showlegend=False,
+    return _figure(ans, [trace], title, compact, showlegend=False, annotations=notes,
                    xaxis=_axis(f"{statistic} {ans.x_label}"),
                    yaxis=_axis(ans.group_label or "", type="category"))
 
@@ -130,9 +190,15 @@ def bars(ans: ViewAnswer, compact: bool = False) -> Figure:
 def box(ans: ViewAnswer, compact: bool = False) -> Figure:
     """Box plot drawn from DP quantiles only: whiskers q0.05/q0.95, box q1–q3, median."""
     data = []
+    notes = []
     for g, name in enumerate(ans.groups):
         q = ans.values[g]
-        if any(v is None for v in q):
+        if is_withheld(ans, g) or any(v is None for v in q):
+            data.append({"type": "scatter", "x": [name], "y": [None], "mode": "markers",
+                         "showlegend": False, "hoverinfo": "skip"})   # keeps the gap's place
+            notes.append(_gap_note(withheld_text(ans, g) if is_withheld(ans, g)
+                                   else "no value", xref="x", yref="paper", x=name, y=0.5,
+                                   textangle=-90))
             continue
         colour = PALETTE[g % len(PALETTE)]
         lo, hi = ans.ci_low[g][2], ans.ci_high[g][2]
@@ -150,6 +216,7 @@ def box(ans: ViewAnswer, compact: bool = False) -> Figure:
                        "line": {"color": "#222", "width": 1}},
             "customdata": [[fmt(q[0]), fmt(q[1]), fmt(q[3]), fmt(q[4]), fmt(lo),
                             fmt(hi)]],
+            **({"error_y": _error_bars([q[2]], [lo], [hi])} if ans.dp else {}),
             "hovertemplate": f"{name}<br>median %{{y:.3g}} {ans.unit}{median_ci}"
                              "<br>q1 %{customdata[1]} · q3 %{customdata[2]}"
                              "<br>5th–95th percentile %{customdata[0]} – %{customdata[3]}"
@@ -157,7 +224,7 @@ def box(ans: ViewAnswer, compact: bool = False) -> Figure:
         })
     title = f"Median {ans.x_label.split(' (')[0].lower()}" + (
         f" by {ans.group_label}" if ans.group else "")
-    return _figure(ans, data, title, compact, showlegend=False,
+    return _figure(ans, data, title, compact, showlegend=False, annotations=notes,
                    xaxis=_axis(ans.group_label or "", type="category"),
                    yaxis=_axis(ans.x_label))
 

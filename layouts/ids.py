@@ -36,6 +36,7 @@ PANEL_ERROR = "panel-error"
 PANEL_REALIZED = "panel-realized"
 PANEL_EFFECTIVE = "panel-effective"
 PANEL_ODDS = "panel-odds"
+PANEL_GROUPS = "panel-groups"
 
 # --- Data page (datasets and schemas) ---
 DATA_UPLOAD = "data-upload"
@@ -74,3 +75,25 @@ AN_DOWNLOAD_BTN = "anon-download-btn"
 AN_DOWNLOAD = "anon-download"
 AN_MESSAGE = "anon-message"
 AN_STORE = "anon-store"
+
+# --- Publish page (owner) and published views (audience) ---
+PUB_DATASET = "publish-dataset"
+PUB_TITLE = "publish-title"
+PUB_AUDIENCE = "publish-audience"
+PUB_USER = "publish-user"
+PUB_EXPIRES = "publish-expires"
+PUB_FIGURES = "publish-figures"
+PUB_SELECTED = "publish-selected"
+PUB_CAPTION = "publish-caption"      # pattern-matching: {"type": PUB_CAPTION, "index": key}
+PUB_ORDER = "publish-order"          # pattern-matching: {"type": PUB_ORDER, "index": key}
+PUB_QUOTE = "publish-quote"
+PUB_QUOTE_OUT = "publish-quote-out"
+PUB_QUOTED = "publish-quoted"
+PUB_CONFIRM = "publish-confirm"
+PUB_MESSAGE = "publish-message"
+PUB_LIST = "publish-list"
+PUB_WITHDRAW = "publish-withdraw"    # pattern-matching: {"type": PUB_WITHDRAW, "index": slug}
+VIEW_PAGE = "published-view"
+VIEW_TOTAL = "published-total"
+VIEW_FIGURE = "published-figure"     # pattern-matching graphs: {"type": ..., "index": n}
+DEMO_DECK = "demo-deck"

@@ -59,6 +59,54 @@ def spent_text(ans: ViewAnswer) -> str:
     return fmt(ans.epsilon_charged)
 
 
+def unit_text(ans: ViewAnswer) -> str:
+    """Per patient or per row, truthfully (the schema's patient column and bound k)."""
+    if ans.privacy_unit == "patient":
+        k = ans.contribution
+        return (f"per patient: at most {k} row{'s' if k != 1 else ''} of each patient are used, "
+                "and the noise covers all of them")
+    return ("per row: the table names no patient column, so a patient with several rows is "
+            "protected only as much as each row")
+
+
+def error_text(ans: ViewAnswer) -> str:
+    """The stated expected error: the worst shown group, in the statistic's unit."""
+    if not math.isfinite(ans.expected_error):
+        return "no group is shown at this noise level"
+    many = len(ans.groups) > 1
+    return (f"{'up to ' if many else ''}± {fmt(ans.expected_error)} {ans.error_unit} "
+            f"(≈ {ans.expected_relative_error:.1f} % of the statistic's own size)"
+            + ("; each group below" if many else "")
+            + ". Hover a value for its 95 % interval.")
+
+
+def group_table(ans: ViewAnswer, granted: Role) -> dbc.Table:
+    """ε, expected error and (owner) realized noise of every group; withheld groups say so."""
+    owner = granted is Role.OWNER and ans.group_realized_noise_percent is not None
+    head = ["Group", "ε", f"Expected error ({ans.error_unit or 'value'})", "Relative"]
+    if owner:
+        head.append("Realized (owner)")
+    body = []
+    for g, name in enumerate(ans.groups):
+        if g < len(ans.withheld) and ans.withheld[g]:
+            cells = [name, "–", html.Em(ans.withheld_reason[g] or "withheld"), "–"]
+            if owner:
+                cells.append("–")
+        else:
+            rel = ans.group_expected_relative_error[g]
+            cells = [name, fmt(ans.group_epsilon[g]), f"± {fmt(ans.group_expected_error[g])}",
+                     "–" if rel is None else f"{rel:.1f} %"]
+            if owner:
+                real = ans.group_realized_noise_percent[g]  # type: ignore[index]
+                cells.append("–" if real is None else f"{real:.1f} %")
+        body.append(html.Tr([html.Td(c) for c in cells]))
+    return dbc.Table([html.Caption("Per group: ε and expected error (relative to the "
+                                   "statistic's own size)", className="small"),
+                      html.Thead(html.Tr([html.Th(h, scope="col") for h in head])),
+                      html.Tbody(body)], size="sm", className="mb-2 small",
+                     id=ids.PANEL_GROUPS)
+
+
 def panel(ans: ViewAnswer, granted: Role) -> dbc.Card:
     """One answer's panel. Realized noise only for the owner (it is computed from true data)."""
     lo, hi = ans.band
@@ -76,20 +124,24 @@ def panel(ans: ViewAnswer, granted: Role) -> dbc.Card:
     rows += _row("ε spent by this view", spent_text(ans), ids.PANEL_SPENT,
                  "Exactly what the privacy ledger charged your role's budget for this view.")
     if granted is Role.OWNER and ans.realized_noise_percent is not None:
-        rows += _row("Realized noise (owner only)", f"{ans.realized_noise_percent:.2f} %",
+        many = len(ans.groups) > 1 and ans.dp
+        rows += _row("Realized noise (owner only)", f"{ans.realized_noise_percent:.2f} %"
+                     + (" (mean over the groups shown)" if many else ""),
                      ids.PANEL_REALIZED, "Computed against the true values; never shown to "
                      "other roles.")
     if ans.dp:
-        rows += _row(
-            "Expected error", f"± {fmt(ans.expected_error)} {ans.error_unit} per value "
-            f"(≈ {ans.expected_relative_error:.1f} % relative); hover a value for its "
-            "95 % interval", ids.PANEL_ERROR,
-        )
+        rows += _row("Unit of privacy", unit_text(ans), hint="Who the guarantee protects.")
+        rows += _row("Expected error", error_text(ans), ids.PANEL_ERROR, ans.error_definition)
     body = [
         html.H2("Privacy", className="h5"),
         html.Dl(rows, className="mb-2"),
-        html.P(odds_sentence(ans.epsilon), id=ids.PANEL_ODDS, className="small"),
     ]
+    if ans.dp and ans.group_epsilon:
+        body.append(group_table(ans, granted))
+    if granted is Role.OWNER:
+        body += [dbc.Alert(w, color="warning", className="small py-2")
+                 for w in ans.realized_warnings]
+    body.append(html.P(odds_sentence(ans.epsilon), id=ids.PANEL_ODDS, className="small"))
     if not ans.dp:
         body.append(dbc.Alert(
             [html.Strong("Not differentially private as labelled. "),

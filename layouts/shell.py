@@ -13,6 +13,7 @@ PAGES: dict[str, tuple[str, Role]] = {
     "/data": ("Data", Role.OWNER),
     "/ledger": ("Ledger", Role.OWNER),
     "/anonymize": ("Anonymize", Role.OWNER),
+    "/publish": ("Publish", Role.OWNER),
 }
 """Path -> (label, lowest role that may open it)."""
 

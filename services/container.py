@@ -12,9 +12,12 @@ from typing import Protocol
 from services.config import AppConfig
 from services.data.registry import DatasetRegistry
 from services.data.sources.options import large_dataset_options
-from services.identity.session import Identity, current_identity
+from services.identity.roles import Role
+from services.identity.session import Identity, auth_state, current_identity
 from services.ledger.policy import BudgetPolicy
 from services.ledger.store import Ledger
+from services.publish.service import PublishService
+from services.publish.store import PublishStore
 from services.studio.service import StudioService
 from services.views.releases import ReleaseService, new_rng_factory
 
@@ -33,6 +36,7 @@ class Services(Protocol):
     ledger: Ledger
     releases: ReleaseService
     identity: IdentitySource
+    publish: PublishService
     studio: StudioService
 
 
@@ -52,7 +56,15 @@ class AppServices:
     ledger: Ledger
     releases: ReleaseService
     identity: IdentitySource
+    publish: PublishService
     studio: StudioService
+
+
+def user_role(name: str) -> Role | None:
+    """The role of a configured user (users mode), else None: a page's named audience."""
+    state = auth_state()
+    record = state.store.get(name) if state is not None and state.store is not None else None
+    return None if record is None else record.role
 
 
 def budget_policy(config: AppConfig) -> BudgetPolicy:
@@ -71,5 +83,7 @@ def build_services(config: AppConfig, *, seed: int | None = None) -> AppServices
                                **large_dataset_options(config))
     ledger = Ledger(config.ledger_url, budget_policy(config))
     releases = ReleaseService(registry, ledger, rng_factory=new_rng_factory(seed))
+    publish = PublishService(PublishStore(ledger.db), ledger, releases, registry,
+                             user_role=user_role)
     studio = StudioService(registry, ledger, rng_factory=new_rng_factory(seed))
-    return AppServices(config, registry, ledger, releases, IdentityService(), studio)
+    return AppServices(config, registry, ledger, releases, IdentityService(), publish, studio)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 
@@ -15,6 +15,16 @@ class ViewAnswer:
     ``realized_noise_percent`` is computed from the true data and set for the owner only.
     ``figure`` names the figure kind (layouts/figures.py); ``dp`` is False for paper mode,
     whose ``effective_epsilon`` is a lower bound of its privacy loss.
+
+    Per group (sound mode; one entry per ``groups``): ``group_epsilon`` (None: withheld),
+    ``group_expected_error`` (absolute, in ``error_unit``: the column's unit, unit² for a
+    variance, patients or records for counts), ``group_expected_relative_error`` (percent of
+    the statistic's own scale, the one definition of ``error_definition``), ``withheld`` and
+    ``withheld_reason``. ``epsilon`` is the largest group ε: what the view costs.
+    ``expected_error`` / ``expected_relative_error`` are the largest over the shown groups.
+    Owner only: ``group_realized_noise_percent`` and ``realized_warnings`` (groups whose
+    realized noise exceeds the band). ``privacy_unit`` is "patient" (at most ``contribution``
+    rows per patient are used) or "row".
     """
 
     dataset_id: str
@@ -48,6 +58,16 @@ class ViewAnswer:
     realized_noise_percent: float | None = None
     effective_epsilon: float | None = None
     flags: list[str] = field(default_factory=list)
+    group_epsilon: list[float | None] = field(default_factory=list)
+    group_expected_error: list[float | None] = field(default_factory=list)
+    group_expected_relative_error: list[float | None] = field(default_factory=list)
+    withheld: list[bool] = field(default_factory=list)
+    withheld_reason: list[str] = field(default_factory=list)
+    error_definition: str = ""
+    privacy_unit: str = "row"      # "patient" | "row"
+    contribution: int = 1          # most rows of one patient used (k)
+    group_realized_noise_percent: list[float | None] | None = None
+    realized_warnings: list[str] = field(default_factory=list)
     # per request, from the ledger
     cached: bool = False
     epsilon_charged: float = 0.0
@@ -58,6 +78,11 @@ class ViewAnswer:
     user_spent: float = 0.0
     dataset_loss: float = 0.0
     dataset_cap: float | None = None
+
+    def without_truth(self) -> ViewAnswer:
+        """This answer with everything computed from true values removed (non-owners)."""
+        return replace(self, realized_noise_percent=None, group_realized_noise_percent=None,
+                       realized_warnings=[])
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -1,11 +1,14 @@
 """The Explore views as release plans: one small class per view, and one for paper mode.
 
 A view plan holds public metadata only (the dataset's id, version and schema; the request; the
-paying role). With the dataset version's DP size n̂ (an internal release the ledger keeps) it
-builds a priced ``ReleasePlan``: each tier's ε from the calibration (the noise factor's band of
-expected error), nesting, the mechanism. It also owns what is specific to its view: the engine
-call (``release``, the only code that sees rows, handed to the ledger as ``compute``), the true
-values (owner only), the cell labels, the figure kind, and how the public answer is written.
+paying role). From the dataset version's DP group sizes and DP pilot (internal releases the
+ledger keeps, ``services/views/inputs.py``) it plans every group's ε for each tier
+(``dp_engine.sound.plan_tiers``: each group's expected error in the role's band under the
+role's ceiling, or the group is withheld) and returns a priced ``ReleasePlan`` whose tiers
+carry one ε per group: the view costs the largest. The data is reached only through the data
+source's aggregates (``AggregateQuery``: cell counts, lattice sums, candidate counts, computed
+where the data lives); the engine's aggregate release functions add the noise, and the
+owner's true values come from the same aggregates.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from dp_engine import paper, sound
 from dp_engine.bands import band
 from dp_engine.schema import NUMERIC_KINDS, ColumnSpec
 from dp_engine.sound.release import Release
+from dp_engine.sound.releases import FINE_CANDIDATES
+from services.data.sources.query import AggregateQuery, Aggregates
 from services.identity.roles import Role
 from services.ledger.plan import (
     TIERS,
@@ -28,15 +33,20 @@ from services.ledger.plan import (
     InternalSpec,
     ReleaseKey,
     ReleasePlan,
-    epsilon_max,
 )
+from services.views import per_group
 from services.views import statistics as st
 from services.views.answer import ViewAnswer
+from services.views.inputs import (
+    has_pilot,
+    nested_epsilons,
+    pilot_spec,
+    planned_tiers,
+    size_spec,
+    view_scales,
+)
 from services.views.queries import BOX_QS, VIEWS, RequestError, ViewRequest
 
-COUNT_EPSILON = 0.1
-"""ε of the one DP count per dataset version that calibration uses as its public size n̂."""
-SIZE_KEY = "size"
 Truth = Callable[[], np.ndarray]
 
 
@@ -51,51 +61,35 @@ class PaperOut(NamedTuple):
     found: bool
 
 
-def size_spec(count_rows: Callable[[], int]) -> InternalSpec:
-    """The DP size n̂ of a dataset version (an internal release, dataset-level loss only)."""
-    return InternalSpec(SIZE_KEY, COUNT_EPSILON, "discrete Laplace count",
-                        compute=lambda eps, rng: sound.count(np.ones(count_rows()), eps, rng=rng))
-
-
-def public_size(rel: Release) -> int:
-    """n̂ from its release: the noisy count, at least 1."""
-    return max(1, int(round(float(np.asarray(rel.value).ravel()[0]))))
+def group_epsilons(value: Epsilon | None) -> np.ndarray:
+    """ε per group as the engine takes it: NaN where the group is withheld (ε 0)."""
+    eps = np.atleast_1d(np.asarray(value, dtype=float))
+    return np.where(eps > 0, eps, np.nan)
 
 
 def refine_nested(parent: Release, epsilon: Epsilon, rng: np.random.Generator) -> Release:
-    """A noisier tier as post-processing of ``parent``; ``parent`` itself if ε does not drop."""
-    if epsilon_max(epsilon) >= parent.epsilon:
+    """A noisier tier as post-processing of ``parent``, per group; ``parent`` if ε is unchanged."""
+    new = group_epsilons(epsilon)
+    old = np.asarray([np.nan if e is None else e
+                      for e in parent.params.get("epsilon_by_group", [parent.epsilon])],
+                     dtype=float)
+    if np.array_equal(np.nan_to_num(new), np.nan_to_num(old)):
         return parent
-    return sound.refine(parent, float(epsilon_max(epsilon)), rng=rng)
-
-
-def _json_grid(arr: np.ndarray) -> list[list[float | None]]:
-    return [[(float(v) if math.isfinite(float(v)) else None) for v in row]
-            for row in np.asarray(arr, dtype=float)]
-
-
-def _sensitivity_text(rel: Release) -> str:
-    """S_f in words: one number, or each noisy component's, or the rank utility's."""
-    sens = rel.sensitivity
-    if not isinstance(sens, dict):
-        return f"{float(sens):.3g}"
-    if rel.statistic == "quantiles":
-        return f"{max(sens.values()):.3g} (rank utility of the exponential mechanism)"
-    return ", ".join(f"{k} {float(v):.3g}" for k, v in sens.items())
+    return sound.refine(parent, new, rng=rng)
 
 
 class ViewPlan:
     """One Explore view for one request: public metadata in, a priced ReleasePlan out."""
 
     view: ClassVar[str]
-    statistic: ClassVar[str]          # the calibration statistic (dp_engine.sound.calibrate)
+    statistic: ClassVar[str]          # the planning statistic (dp_engine.sound.plan)
     figure: ClassVar[str]             # the figure kind (layouts/figures.py)
     mechanism: ClassVar[str]
     nestable: ClassVar[bool] = True
     statistic_label: ClassVar[str] = ""
     paper_query: ClassVar[int]        # PyDPLib's query code for paper mode
 
-    def __init__(self, dataset: Any, req: ViewRequest, payer: Role, size: InternalSpec) -> None:
+    def __init__(self, dataset: Any, req: ViewRequest, payer: Role) -> None:
         """``dataset``: anything with ``id``, ``title``, ``version`` and a public ``schema``."""
         schema = dataset.schema
         self.dataset, self.req, self.payer = dataset, req, Role(payer)
@@ -104,10 +98,17 @@ class ViewPlan:
         self.check_column(self.x_spec)
         self.group_keys = st.group_keys(self.g_spec)
         self.cells = self.cell_labels()
+        self.contribution = schema.contribution_bound
+        self.privacy_unit = schema.privacy_unit
         self.key = ReleaseKey(str(dataset.id), str(dataset.version), req.query_key(schema),
                               req.tier, self.payer)
-        self.inputs: tuple[InternalSpec, ...] = (size,)
-        self.n_hat = 0
+        specs = [size_spec(dataset, req.group, self.group_keys)]
+        if self.uses_pilot():
+            specs.append(pilot_spec(dataset, req.x, req.group, self.group_keys))
+        self.inputs: tuple[InternalSpec, ...] = tuple(specs)
+        self.scales: sound.GroupScales | None = None
+        self.tiers: sound.TierPlan | None = None
+        self.tier_eps: dict[int, np.ndarray] = {}
 
     # -- public metadata ---------------------------------------------------------------------
     def check_column(self, spec: ColumnSpec) -> None:
@@ -122,66 +123,50 @@ class ViewPlan:
     def cell_labels(self) -> list[str]:
         return [self.view]
 
-    def calibration_args(self) -> dict[str, Any]:
-        lower, upper = self.x_spec.bounds()
-        return {"lower": lower, "upper": upper}
+    def uses_pilot(self) -> bool:
+        return has_pilot(self.x_spec)
 
-    def noise_scale(self, n_hat: int) -> float:
-        """The scale the calibration's relative error (and the realized noise) is taken on."""
-        lower, upper = self.x_spec.bounds()
-        return upper - lower
-
-    def build(self, inputs: Mapping[str, Release]) -> ReleasePlan:
-        """ε per tier from the calibration at the public n̂ (nested tiers: ε0 ≥ ε1 ≥ ε2)."""
-        self.n_hat = public_size(inputs[SIZE_KEY])
-        calib = {t: sound.calibrate(t, self.statistic, n=self.n_hat,
-                                    n_groups=len(self.group_keys), **self.calibration_args())
-                 for t in TIERS}
-        eps = {0: calib[0].epsilon}
-        for t in TIERS[1:]:
-            eps[t] = min(calib[t].epsilon, eps[t - 1])
-        return ReleasePlan(self.key, eps, self.nestable, self.mechanism,
-                           refine=refine_nested if self.nestable else None,
-                           info={"calibration": calib[self.key.tier], "n_hat": self.n_hat})
-
-    # -- the data seam -----------------------------------------------------------------------
-    def compute(self, data: Callable[[], st.Inputs]) -> Compute:
-        """The engine call on the rows ``data`` reads (only when the ledger needs a draw)."""
-        return lambda eps, rng: self.release(data(), float(epsilon_max(eps)), rng)
-
-    def release(self, inp: st.Inputs, epsilon: float, rng: np.random.Generator) -> Release:
+    def query(self) -> AggregateQuery:
+        """The aggregate this view is released from (public schema facts only)."""
         raise NotImplementedError
 
-    def truth(self, inp: st.Inputs) -> np.ndarray:
-        """The un-noised statistic, shaped (groups, cells). Owner only (realized noise)."""
-        rows = []
-        lower, upper = self.x_spec.bounds()
-        for mask in inp.masks():
-            v = np.clip(inp.values[mask].astype(float), lower, upper)
-            rows.append(self.true_row(v) if v.size else [np.nan] * len(self.cells))
-        return np.asarray(rows, dtype=float)
+    def plan_kwargs(self) -> dict[str, Any]:
+        return {}
 
-    def true_row(self, values: np.ndarray) -> list[float]:
+    @property
+    def n_hat(self) -> int:
+        """The public (DP) number of records the view covers, once built."""
+        return 0 if self.scales is None else int(round(float(self.scales.n_hat.sum())))
+
+    def build(self, inputs: Mapping[str, Release]) -> ReleasePlan:
+        """ε per group and tier from the public scales (nested: ε⁰_g ≥ ε¹_g ≥ ε²_g)."""
+        self.scales = view_scales(inputs, self.x_spec, self.req.group)
+        cache_key = (self.key.dataset_version, self.key.query_key, self.contribution)
+        self.tiers = planned_tiers(cache_key, self.statistic, self.scales,
+                                   contribution=self.contribution, **self.plan_kwargs())
+        self.tier_eps = nested_epsilons(self.tiers)
+        eps = {t: tuple(float(v) if math.isfinite(v) else 0.0 for v in self.tier_eps[t])
+               for t in TIERS}
+        return ReleasePlan(self.key, eps, self.nestable, self.mechanism, refine=refine_nested,
+                           info={"n_hat": self.n_hat})
+
+    # -- the data seam -----------------------------------------------------------------------
+    def compute(self, data: Callable[[], Aggregates]) -> Compute:
+        """The engine call on the aggregates ``data`` reads (only when the ledger draws)."""
+        return lambda eps, rng: self.release(data(), group_epsilons(eps), rng)
+
+    def release(self, agg: Aggregates, eps: np.ndarray, rng: np.random.Generator) -> Release:
+        raise NotImplementedError
+
+    def truth(self, agg: Aggregates) -> np.ndarray:
+        """The un-noised statistic from the same aggregates, (groups, cells). Owner only."""
         raise NotImplementedError
 
     # -- the public answer -------------------------------------------------------------------
     def publish(self, plan: ReleasePlan, rel: Release, truth: Truth | None) -> dict[str, Any]:
         """The answer given to the paying role; realized noise only when ``truth`` (owner)."""
-        n = len(self.group_keys)
-        values = st.as_grid(rel.value, n)
-        errs = np.asarray(rel.expected_error, dtype=float)
-        calib = plan.info["calibration"]
-        realized = None
-        if truth is not None:
-            realized = realized_noise_percent(values, truth(), self.noise_scale(self.n_hat))
-        return self.answer(
-            values=values, ci_low=st.as_grid(rel.ci_low, n), ci_high=st.as_grid(rel.ci_high, n),
-            epsilon=plan.epsilon(), mechanism_label=rel.mechanism,
-            sensitivity=_sensitivity_text(rel),
-            expected_error=float(np.nanmean(errs)) if np.isfinite(errs).any() else math.nan,
-            expected_relative_error=float(calib.expected_relative_error),
-            calibration_note=calib.message, realized_noise_percent=realized,
-        ).to_dict()
+        assert self.tiers is not None
+        return per_group.publish(self, plan, rel, truth).to_dict()
 
     def answer(self, *, values: np.ndarray, ci_low: np.ndarray, ci_high: np.ndarray,
                flags: tuple[str, ...] = (), **fields: Any) -> ViewAnswer:
@@ -196,11 +181,12 @@ class ViewPlan:
             dataset_id=ds.id, dataset_title=ds.title, view=req.view, x=req.x,
             x_label=self.x_spec.display, unit=self.x_spec.unit, group=req.group,
             group_label=self.g_spec.display if self.g_spec else "", mechanism=req.mechanism,
-            role=req.role.value, tier=req.tier, band=band(req.tier), groups=list(self.group_keys),
-            cells=list(self.cells), values=_json_grid(values), ci_low=_json_grid(ci_low),
-            ci_high=_json_grid(ci_high), n_estimate=self.n_hat, figure=self.figure,
+            role=req.role.value, tier=req.tier, band=band(req.tier),
+            groups=list(self.group_keys), cells=list(self.cells),
+            values=per_group.json_grid(values), ci_low=per_group.json_grid(ci_low),
+            ci_high=per_group.json_grid(ci_high), n_estimate=self.n_hat, figure=self.figure,
             statistic_label=self.statistic_label, error_unit=self.error_unit(), flags=notes,
-            **fields,
+            privacy_unit=self.privacy_unit, contribution=self.contribution, **fields,
         )
 
     def error_unit(self) -> str:
@@ -242,36 +228,31 @@ class HistogramPlan(ViewPlan):
     def cell_labels(self) -> list[str]:
         return st.histogram_bins(self.x_spec)[1]
 
-    def calibration_args(self) -> dict[str, Any]:
-        return {"bins": len(self.cells)}
+    def uses_pilot(self) -> bool:
+        return has_pilot(self.x_spec) and not st.categorical_histogram(self.x_spec)
 
-    def noise_scale(self, n_hat: int) -> float:
-        return max(n_hat, 1) / (len(self.group_keys) * max(len(self.cells), 1))
+    def bins(self) -> np.ndarray | list[str]:
+        return st.histogram_bins(self.x_spec)[0]
+
+    def plan_kwargs(self) -> dict[str, Any]:
+        bins = self.bins()
+        return {"bins": bins if isinstance(bins, np.ndarray) else len(bins)}
+
+    def query(self) -> AggregateQuery:
+        return AggregateQuery.histogram(self.dataset.schema, self.req.x, self.req.group)
 
     def error_unit(self) -> str:
-        return "patients"
+        return "patients" if self.privacy_unit == "patient" else "records"
 
-    def release(self, inp: st.Inputs, epsilon: float, rng: np.random.Generator) -> Release:
-        if inp.groups is not None:
-            return sound.grouped_histogram(inp.values, inp.groups, inp.bins, inp.group_keys,
-                                           epsilon, rng=rng)
-        return sound.histogram(inp.values, inp.bins, epsilon, rng=rng)
+    def release(self, agg: Aggregates, eps: np.ndarray, rng: np.random.Generator) -> Release:
+        return sound.release_counts(agg, eps, rng=rng, bins=self.bins(),
+                                    group_keys=self.group_keys, public=self.scales)
 
-    def truth(self, inp: st.Inputs) -> np.ndarray:
-        rows = []
-        for mask in inp.masks():
-            v = inp.values[mask]
-            if inp.categorical_x:
-                counts = dict(zip(*np.unique(v.astype(str), return_counts=True), strict=True))
-                rows.append([float(counts.get(b, 0)) for b in inp.bins])
-            else:
-                edges = np.asarray(inp.bins, dtype=float)
-                clipped = np.clip(v.astype(float), edges[0], edges[-1])
-                rows.append(np.histogram(clipped, bins=edges)[0].astype(float))
-        return np.asarray(rows, dtype=float)
+    def truth(self, agg: Aggregates) -> np.ndarray:
+        return sound.true_counts(agg)
 
     def paper(self, inp: st.Inputs, noise_factor: int, rng: np.random.Generator) -> PaperOut:
-        truth = self.truth(inp)            # counts computed on raw data, then noised
+        truth = st.row_counts(inp)            # counts computed on raw rows, then noised
         res = paper.dp_calculate(truth.ravel(), 1, noise_factor, data_type=int, is_range=True,
                                  rng=rng)
         return PaperOut(np.asarray(res.dp_data, dtype=float).reshape(truth.shape), res.epsilon,
@@ -283,20 +264,13 @@ class _MomentPlan(ViewPlan):
 
     figure = "bars"
 
-    def release(self, inp: st.Inputs, epsilon: float, rng: np.random.Generator) -> Release:
-        lower, upper = self.x_spec.bounds()
-        if inp.groups is not None:
-            return self.grouped_engine(inp.values, inp.groups, inp.group_keys, lower, upper,
-                                       epsilon, rng=rng)
-        return self.engine(inp.values, lower, upper, epsilon, rng=rng)
+    def query(self) -> AggregateQuery:
+        return AggregateQuery.moments(self.dataset.schema, self.req.x, self.req.group,
+                                      squares=self.statistic == "variance")
 
-    @staticmethod
-    def engine(*args: Any, **kwargs: Any) -> Release:
-        raise NotImplementedError
-
-    @staticmethod
-    def grouped_engine(*args: Any, **kwargs: Any) -> Release:
-        raise NotImplementedError
+    def release(self, agg: Aggregates, eps: np.ndarray, rng: np.random.Generator) -> Release:
+        return sound.release_moments(agg, eps, rng=rng, statistic=self.statistic,
+                                     group_keys=self.group_keys, public=self.scales)
 
 
 class MeanPlan(_MomentPlan):
@@ -305,11 +279,9 @@ class MeanPlan(_MomentPlan):
     statistic_label = "Mean"
     mechanism = "discrete Laplace on a fixed-point lattice (noisy sum / noisy count)"
     paper_query = 2
-    engine = staticmethod(sound.mean)
-    grouped_engine = staticmethod(sound.grouped_mean)
 
-    def true_row(self, values: np.ndarray) -> list[float]:
-        return [float(values.mean())]
+    def truth(self, agg: Aggregates) -> np.ndarray:
+        return sound.true_means(agg)[:, None]
 
 
 class VariancePlan(_MomentPlan):
@@ -318,47 +290,43 @@ class VariancePlan(_MomentPlan):
     statistic_label = "Variance of"
     mechanism = "discrete Laplace on a fixed-point lattice (noisy count, sum, sum of squares)"
     paper_query = 4
-    engine = staticmethod(sound.variance)
-    grouped_engine = staticmethod(sound.grouped_variance)
 
-    def noise_scale(self, n_hat: int) -> float:
-        lower, upper = self.x_spec.bounds()
-        return ((upper - lower) / 2) ** 2
+    def error_unit(self) -> str:
+        return f"{self.x_spec.unit}²" if self.x_spec.unit else ""
 
-    def true_row(self, values: np.ndarray) -> list[float]:
-        return [float(values.var())]
+    def truth(self, agg: Aggregates) -> np.ndarray:
+        return sound.true_variances(agg)[:, None]
 
 
 class BoxPlotPlan(ViewPlan):
-    """DP quantiles by the exponential mechanism; tiers cannot nest (each draw counts)."""
+    """The box's five quantiles from a noisy hierarchical CDF per group; tiers nest."""
 
     view = "median"
     statistic = "quantiles"
     figure = "box"
-    mechanism = "exponential mechanism on a fixed candidate grid"
-    nestable = False
+    mechanism = "noisy hierarchical CDF on a candidate grid"
     paper_query = 3
     paper_noise_groups = True
 
     def cell_labels(self) -> list[str]:
         return [f"q{q:g}" for q in BOX_QS]
 
-    def calibration_args(self) -> dict[str, Any]:
-        return {**super().calibration_args(), "qs": BOX_QS}
+    def plan_kwargs(self) -> dict[str, Any]:
+        return {"qs": BOX_QS}
 
-    def release(self, inp: st.Inputs, epsilon: float, rng: np.random.Generator) -> Release:
-        """The box's five quantiles; errors labelled with the public n̂ per group."""
-        lower, upper = self.x_spec.bounds()
-        n_est = max(self.n_hat / len(inp.group_keys), 1.0)
-        if inp.groups is not None:
-            return sound.grouped_quantiles(inp.values, inp.groups, inp.group_keys, lower, upper,
-                                           epsilon, qs=BOX_QS, rng=rng,
-                                           n_estimate=[n_est] * len(inp.group_keys))
-        return sound.quantiles(inp.values, lower, upper, epsilon, qs=BOX_QS, rng=rng,
-                               n_estimate=n_est)
+    def query(self) -> AggregateQuery:
+        return AggregateQuery.candidates(self.dataset.schema, self.req.x, self.req.group,
+                                         n_candidates=FINE_CANDIDATES)
 
-    def true_row(self, values: np.ndarray) -> list[float]:
-        return list(np.quantile(values, BOX_QS))
+    def release(self, agg: Aggregates, eps: np.ndarray, rng: np.random.Generator) -> Release:
+        """Each group on the grid its plan chose (all tiers share it)."""
+        assert self.tiers is not None
+        return sound.release_quantiles(agg, eps, qs=BOX_QS, rng=rng, group_keys=self.group_keys,
+                                       public=self.scales,
+                                       n_candidates=self.tiers.tiers[0].n_candidates)
+
+    def truth(self, agg: Aggregates) -> np.ndarray:
+        return sound.true_quantiles(agg, BOX_QS)
 
     def paper_row(self, res: paper.GroupedPaperResult, i: int) -> list[float]:
         q1, med, q3 = float(res.q1[i]), float(res.values[i]), float(res.q3[i])
@@ -370,7 +338,8 @@ class PaperPlan:
 
     Its ε is searched on the data, so the plan cannot state it in advance; the ledger records
     each release with its effective ε as a lower bound of the loss, marked not DP, outside
-    every sound-mode total (role budgets, the dataset-level loss).
+    every sound-mode total (role budgets, the dataset-level loss). It reads rows: at most
+    ``ROW_CAP`` of them (a seeded sample past that, stated on the page).
     """
 
     mechanism = "PyDPLib per-record Laplace (paper mode)"
@@ -379,6 +348,7 @@ class PaperPlan:
         self.view = view
         self.key = view.key
         self.inputs: tuple[InternalSpec, ...] = ()
+        self.sample_note = ""
 
     def build(self, inputs: Mapping[str, Release]) -> ReleasePlan:
         return ReleasePlan(self.key, dict.fromkeys(TIERS), nestable=False,
@@ -394,10 +364,8 @@ class PaperPlan:
             epsilon=float(out.effective_epsilon), mechanism=self.mechanism,
             sensitivity=float(out.sensitivity),
             params={"labelled_epsilon": float(out.epsilon),
-                    "noise_percent": float(out.noise_percent), "found": bool(out.found)})
-
-    def truth(self, inp: st.Inputs) -> np.ndarray:
-        return self.view.truth(inp)
+                    "noise_percent": float(out.noise_percent), "found": bool(out.found),
+                    "sample_note": inp.note})
 
     def publish(self, plan: ReleasePlan, rel: Release, truth: Truth | None) -> dict[str, Any]:
         values = st.as_grid(rel.value, len(self.view.group_keys))
@@ -405,14 +373,16 @@ class PaperPlan:
         p = rel.params
         note = ("ε chosen by PyDPLib's search on the data." if p["found"] else
                 "No ε in the grid met the band; the closest one is used.")
+        flags = ["ε searched on the raw data and range derived from the data — not "
+                 "differentially private as labelled"]
+        if p.get("sample_note"):
+            flags.append(str(p["sample_note"]))
         return self.view.answer(
             values=values, ci_low=values, ci_high=values, epsilon=float(p["labelled_epsilon"]),
             mechanism_label=self.mechanism, sensitivity=f"{float(rel.sensitivity):.3g}",
             expected_error=math.nan, expected_relative_error=(lo_b + hi_b) / 2,
             calibration_note=note, dp=False, effective_epsilon=float(rel.epsilon),
-            realized_noise_percent=float(p["noise_percent"]),
-            flags=("ε searched on the raw data and range derived from the data — not "
-                   "differentially private as labelled",),
+            realized_noise_percent=float(p["noise_percent"]), flags=tuple(flags),
         ).to_dict()
 
 
@@ -422,22 +392,7 @@ PLANS: dict[str, type[ViewPlan]] = {
 """The plan class of every view named in ``queries.VIEWS``."""
 
 
-def plan_for(dataset: Any, req: ViewRequest, payer: Role,
-             size: InternalSpec) -> ViewPlan | PaperPlan:
+def plan_for(dataset: Any, req: ViewRequest, payer: Role) -> ViewPlan | PaperPlan:
     """The plan of ``req`` (already validated and clamped), paid for by ``payer``."""
-    view = PLANS[req.view](dataset, req, payer, size)
+    view = PLANS[req.view](dataset, req, payer)
     return PaperPlan(view) if req.mechanism == "paper" else view
-
-
-def realized_noise_percent(dp: np.ndarray, truth: np.ndarray, scale: float) -> float | None:
-    """Mean |dp − true| on the calibration's scale, in percent (owner only).
-
-    histogram: per cell, over the average cell count n̂/(groups · bins); mean and quantiles:
-    over the public width (upper − lower); variance: over the largest variance (width/2)².
-    So the owner can compare it directly with the band the ε was calibrated for.
-    """
-    dp = np.asarray(dp, dtype=float)
-    ok = np.isfinite(truth) & np.isfinite(dp)
-    if not ok.any():
-        return None
-    return 100.0 * float(np.mean(np.abs(dp[ok] - truth[ok]))) / scale

@@ -29,6 +29,10 @@ MECHANISMS: dict[str, str] = {"sound": "Sound (central DP)", "paper": "Paper (Py
 BOX_QS: tuple[float, ...] = (0.05, 0.25, 0.5, 0.75, 0.95)
 """Quantiles released for a box plot: whiskers at the 5th/95th percentile, box q1–q3."""
 
+RELEASE_FORMAT = 2
+"""Part of every query key: answers of format 1 (one ε per view, computed from a row sample of
+large tables) are never served as answers of the per-group aggregate releases."""
+
 GROUPABLE_KINDS = frozenset({ColumnKind.ORDINAL, ColumnKind.CATEGORICAL, ColumnKind.BOOLEAN})
 
 
@@ -92,6 +96,7 @@ class ViewRequest:
             "group": self.group,
             "mechanism": self.mechanism,
             "metadata": meta[:16],
+            "release": RELEASE_FORMAT,
         }
 
     def query_key(self, schema: Schema) -> str:

@@ -1,8 +1,10 @@
 """Explore answers: a view plan, the ledger's one door, then the public answer.
 
 For a request shown at tier t (the noise factor of the role it is shown at), ``answer``
-builds the view's plan from public metadata, binds the data seam (the rows are read only if
-the ledger has to draw something) and hands both to ``Ledger.release``, which serves the
+builds the view's plan from public metadata, binds the data seam (the data source's
+aggregates — computed where the data lives — are read only if the ledger has to draw
+something; paper mode reads a capped row sample) and hands both to ``Ledger.release``, which
+serves the
 paying role's stored answer or prices, checks, computes and records a new one (see
 services/ledger/door.py). Tiers nest: the collaborator's answer is the owner-tier answer plus
 independent noise (DESIGN.md). Raw noisy sums stay in the ledger's tier store; only the
@@ -19,21 +21,15 @@ from typing import Any
 import numpy as np
 
 from dp_engine.rng import as_generator
+from services.data.sources.query import Aggregates
+from services.data.sources.resolve import aggregates, read_rows
 from services.identity.roles import Role
 from services.ledger.records import AccountStatus, Quote, Served
 from services.ledger.store import Ledger
 from services.views import statistics as st
 from services.views.answer import ViewAnswer
-from services.views.plans import (
-    PLANS,
-    SIZE_KEY,
-    HistogramPlan,
-    PaperPlan,
-    ViewPlan,
-    plan_for,
-    public_size,
-    size_spec,
-)
+from services.views.inputs import size_key, with_bound
+from services.views.plans import PLANS, HistogramPlan, PaperPlan, ViewPlan, plan_for
 from services.views.queries import ViewRequest
 
 __all__ = ["ReleaseService", "ViewAnswer", "new_rng_factory"]
@@ -55,7 +51,7 @@ class ReleaseService:
     def plan(self, identity, req: ViewRequest, *, dataset=None) -> ViewPlan | PaperPlan:
         """The plan of ``req`` paid by ``identity``'s role (public metadata only, no rows)."""
         ds = dataset if dataset is not None else self.registry.get(req.dataset_id)
-        return plan_for(ds, req, identity.role, size_spec(lambda: len(ds.frame)))
+        return plan_for(ds, req, identity.role)
 
     def answer(self, identity, req: ViewRequest, *, dataset=None) -> ViewAnswer:
         """The answer to ``req`` for ``identity`` (role already clamped into ``req``).
@@ -64,11 +60,15 @@ class ReleaseService:
         """
         ds = dataset if dataset is not None else self.registry.get(req.dataset_id)
         plan = self.plan(identity, req, dataset=ds)
-        view = plan.view if isinstance(plan, PaperPlan) else plan
-        read = _reader(req, ds, histogram=isinstance(view, HistogramPlan))
         owner = identity.role is Role.OWNER
-        truth = (lambda: plan.truth(read())) if owner else None
-        served = self.ledger.release(plan, plan.compute(read),
+        if isinstance(plan, PaperPlan):
+            rows = _row_reader(req, ds, histogram=isinstance(plan.view, HistogramPlan))
+            compute, truth = plan.compute(rows), None
+        else:
+            read = _aggregate_reader(plan, ds)
+            compute = plan.compute(read)
+            truth = (lambda: plan.truth(read())) if owner else None
+        served = self.ledger.release(plan, compute,
                                      lambda p, rel: plan.publish(p, rel, truth),
                                      user=identity.user, rng=self._rng)
         return self._with_status(served, owner)
@@ -79,8 +79,10 @@ class ReleaseService:
 
     def public_size(self, dataset) -> int | None:
         """The dataset version's DP size n̂ if it was released (public), else None."""
-        rel = self.ledger.internal(dataset.version, SIZE_KEY)
-        return None if rel is None else public_size(rel)
+        rel = self.ledger.internal(dataset.version, size_key(None))
+        if rel is None:
+            return None
+        return int(round(float(np.nansum(np.asarray(rel.value, dtype=float)))))
 
     def status(self, identity, dataset_id: str) -> AccountStatus:
         """Role spent / limit, this user's spend / limit, dataset loss / cap."""
@@ -96,13 +98,23 @@ class ReleaseService:
             budget_remaining=s.role.remaining, user_limit=s.user.limit, user_spent=s.user.spent,
             dataset_loss=s.dataset.loss, dataset_cap=s.dataset.cap)
         if not owner:
-            ans = replace(ans, realized_noise_percent=None)   # defence in depth
+            ans = ans.without_truth()   # defence in depth
         return ans
 
 
-def _reader(req: ViewRequest, ds, *, histogram: bool) -> Callable[[], st.Inputs]:
-    """The data seam: reads the request's columns once, and only if called."""
-    return cache(lambda: st.inputs(req, ds.frame, ds.schema, histogram=histogram))
+def _aggregate_reader(plan: ViewPlan, ds) -> Callable[[], Aggregates]:
+    """The data seam: the view's aggregate, computed where the data lives, once and lazily."""
+    return cache(lambda: aggregates(ds, with_bound(plan.query(), ds.schema)))
+
+
+def _row_reader(req: ViewRequest, ds, *, histogram: bool) -> Callable[[], st.Inputs]:
+    """Paper mode's rows: at most ROW_CAP of them (a seeded sample past that, stated)."""
+    def read() -> st.Inputs:
+        cols = [req.x] + ([req.group] if req.group else [])
+        sample = read_rows(ds, cols)
+        return st.inputs(req, sample.frame, ds.schema, histogram=histogram, note=sample.note)
+
+    return cache(read)
 
 
 def _answer(stored: dict[str, Any]) -> ViewAnswer:

@@ -1,8 +1,9 @@
-"""The rows one Explore view needs, read from a dataset frame; and public labels for them.
+"""Public labels of an Explore view; and the rows paper mode reads (owner only).
 
-This is the only place that reads a dataset's rows for the Explore page (``inputs``). The rows
-never leave the server: the view plans turn them into DP releases, and into the true values
-only for the owner's realized-noise figure. Everything else here works on the public schema.
+Sound mode never reads rows: it is released from the data source's aggregates
+(services/views/plans.py). Paper mode (PyDPLib's per-record noise) needs rows: ``inputs``
+reads them from a capped row sample (``services.data.sources.resolve.read_rows``), and
+``Inputs.note`` says when that sample is not the whole table.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ class Inputs:
     group_keys: list[str]        # public group labels (from the schema), [ALL] when ungrouped
     bins: np.ndarray | list[str]  # numeric edges or public category labels (histogram)
     x_spec: ColumnSpec
+    note: str = ""               # set when the rows are a sample of a larger table
 
     @property
     def categorical_x(self) -> bool:
@@ -76,8 +78,9 @@ class Inputs:
         return [self.groups == k for k in self.group_keys]
 
 
-def inputs(req: ViewRequest, frame: pd.DataFrame, schema: Schema, *, histogram: bool) -> Inputs:
-    """Read the measured (and group) column of ``req`` from ``frame``; the only row access."""
+def inputs(req: ViewRequest, frame: pd.DataFrame, schema: Schema, *, histogram: bool,
+           note: str = "") -> Inputs:
+    """Read the measured (and group) column of ``req`` from ``frame`` (paper mode's rows)."""
     x_spec = schema.column(req.x)
     g_spec = schema.column(req.group) if req.group else None
     cols = [req.x] + ([req.group] if req.group else [])
@@ -90,7 +93,22 @@ def inputs(req: ViewRequest, frame: pd.DataFrame, schema: Schema, *, histogram: 
         values = labels(sub[req.x])
     else:
         values = pd.to_numeric(sub[req.x], errors="coerce").to_numpy(dtype=float)
-    return Inputs(values, groups, group_keys(g_spec), bins, x_spec)
+    return Inputs(values, groups, group_keys(g_spec), bins, x_spec, note)
+
+
+def row_counts(inp: Inputs) -> np.ndarray:
+    """True counts per (group, bin) of paper mode's rows (it noises them per cell)."""
+    rows = []
+    for mask in inp.masks():
+        v = inp.values[mask]
+        if inp.categorical_x:
+            counts = dict(zip(*np.unique(v.astype(str), return_counts=True), strict=True))
+            rows.append([float(counts.get(b, 0)) for b in inp.bins])
+        else:
+            edges = np.asarray(inp.bins, dtype=float)
+            clipped = np.clip(v.astype(float), edges[0], edges[-1])
+            rows.append(np.histogram(clipped, bins=edges)[0].astype(float))
+    return np.asarray(rows, dtype=float)
 
 
 def as_grid(value: object, n_groups: int) -> np.ndarray:

@@ -1,7 +1,9 @@
-"""Run the real app under ``gunicorn -w 2`` on a free loopback port, for HTTP tests and bench/.
+"""Run the real app under gunicorn on a free loopback port, for HTTP tests and bench/.
 
-Every request is its own connection, so the two workers share the requests; the access log
-names the worker (``%(p)s``) that answered each one, found by a unique ``probe`` parameter.
+Every request is its own connection; the access log names the worker (``%(p)s``) that
+answered each one, found by a unique ``probe`` parameter. Which worker of one master accepts
+a connection is up to the kernel (one worker may take them all), so tests of state shared by
+workers run two masters on one data directory and address each by its port.
 """
 
 from __future__ import annotations
@@ -55,6 +57,10 @@ class Client:
     server: GunicornApp
     cookies: dict[str, str] = field(default_factory=dict)
 
+    def on(self, other: GunicornApp) -> Client:
+        """The same browser (the same cookie jar) talking to another server."""
+        return Client(other, self.cookies)
+
     def request(self, method: str, path: str, body: bytes | None = None,
                 headers: dict[str, str] | None = None) -> Reply:
         probe = uuid.uuid4().hex
@@ -101,10 +107,11 @@ class Client:
 
 
 class GunicornApp:
-    """``gunicorn -w 2 app:server`` with ``env``; stopped by ``stop()`` (process group)."""
+    """``gunicorn -w N app:server`` with ``env``; stopped by ``stop()`` (process group)."""
 
-    def __init__(self, env: dict[str, str], log_dir: Path) -> None:
-        self.env, self.log_dir = env, log_dir
+    def __init__(self, env: dict[str, str], log_dir: Path, workers: int = 2) -> None:
+        self.env, self.log_dir, self.n_workers = env, log_dir, workers
+        log_dir.mkdir(parents=True, exist_ok=True)
         self.access = log_dir / "access.log"
         self.proc: subprocess.Popen | None = None
         self.port = 0
@@ -114,8 +121,8 @@ class GunicornApp:
         env = {**os.environ, "PYTHONPATH": str(ROOT), **self.env}
         with (self.log_dir / "gunicorn.log").open("a") as log:
             self.proc = subprocess.Popen(
-                [GUNICORN, "-w", "2", "-b", f"127.0.0.1:{self.port}", "--timeout", "300",
-                 "--graceful-timeout", "10", "--log-level", "warning",
+                [GUNICORN, "-w", str(self.n_workers), "-b", f"127.0.0.1:{self.port}",
+                 "--timeout", "300", "--graceful-timeout", "10", "--log-level", "warning",
                  "--access-logfile", str(self.access),
                  "--access-logformat", "%(p)s %(r)s %(s)s", "app:server"],
                 cwd=ROOT, env=env, stdout=log, stderr=log, start_new_session=True)
@@ -123,7 +130,7 @@ class GunicornApp:
             if self.proc.poll() is not None:
                 raise AssertionError(f"gunicorn exited: {self.log_tail()}")
             try:
-                if len(self.workers()) == 2:
+                if len(self.workers()) == self.n_workers:
                     Client(self).request("GET", "/login")
                     return
             except OSError:

@@ -1,7 +1,8 @@
-"""The hardened web layer through ``gunicorn -w 2 app:server`` (the real app, users mode):
-a logged-out cookie is refused by both workers, the login throttle is shared by the workers
-and releases after its backoff, a 200 MB body gets 413 from every role without the workers
-reading it, and a schema with 10^5 histogram bins is refused with a message.
+"""The hardened web layer through gunicorn (the real app, users mode), two worker processes on
+one data directory: a logged-out cookie is refused by both workers, the login throttle is
+shared by the workers and releases after its backoff, a 200 MB body gets 413 from every role
+without the workers reading it, and a schema with 10^5 histogram bins is refused with a
+message.
 """
 
 from __future__ import annotations
@@ -27,82 +28,82 @@ MB = 1_000_000
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def servers(tmp_path_factory):
+    """Two gunicorn masters (one worker each) on one data directory: what one worker writes,
+    the other must see. Each is addressed by its own port, so both always answer."""
     tmp = tmp_path_factory.mktemp("hardening-http")
     users = tmp / "users.json"
     for name, role in [("tina", "third_party"), ("olga", "owner"), ("otto", "owner")]:
         add_user(users, name, role, PASSWORD)
-    srv = GunicornApp({
+    env = {
         "COHORT_USERS_FILE": str(users), "SECRET_KEY": "http-hardening-" + "k" * 40,
         "COHORT_DATA_DIR": str(tmp / "var"), "DATABASE_URL": "",
         "COHORT_LOGIN_MAX_FAILURES": str(MAX_FAILURES),
         "COHORT_LOGIN_CLIENT_MAX_FAILURES": "100",
         "COHORT_LOGIN_BACKOFF_SECONDS": str(BACKOFF_S),
         "COHORT_LOGIN_BACKOFF_MAX_SECONDS": str(BACKOFF_S),
-    }, tmp)
-    srv.start()
+    }
+    started: list[GunicornApp] = []
     try:
-        yield srv
+        for name in ("a", "b"):  # one after the other: the first creates the stores
+            srv = GunicornApp(env, tmp / name, workers=1)
+            started.append(srv)
+            srv.start()
+        yield started
     finally:
-        srv.stop()
+        for srv in started:
+            srv.stop()
 
 
-def until_both_workers(server, send, expect, tries: int = 60) -> set[int]:
-    """Repeat ``send()`` until both workers answered; every answer must satisfy ``expect``."""
-    seen: set[int] = set()
-    for _ in range(tries):
-        reply = send()
-        assert expect(reply), (reply.status, reply.body[:300])
-        seen.add(reply.pid)
-        if seen >= set(server.workers()):
-            return seen
-    raise AssertionError(f"only workers {seen} answered in {tries} tries")
-
-
-def test_a_logged_out_cookie_is_refused_by_both_workers(server):
-    browser = Client(server)
+def test_a_logged_out_cookie_is_refused_by_both_workers(servers):
+    first, second = servers
+    browser = Client(first)
     assert browser.login("tina", PASSWORD).status == 302
-    stolen = Client(server, dict(browser.cookies))  # a copy in another browser
-    until_both_workers(server, lambda: stolen.request("GET", "/_dash-layout"),
-                       lambda r: r.status == 200)
+    stolen = Client(first, dict(browser.cookies))  # a copy in another browser
+    answers = [stolen.on(srv).request("GET", "/_dash-layout") for srv in servers]
+    assert [r.status for r in answers] == [200, 200]
+    assert len({r.pid for r in answers}) == 2
     out = browser.logout()
     assert out.status == 302 and "cohort_session" not in browser.cookies
-    until_both_workers(server, lambda: stolen.request("GET", "/_dash-layout"),
-                       lambda r: r.status == 401)
+    # revoked in the shared store: the worker that did not see the logout refuses it too
+    assert [stolen.on(srv).request("GET", "/_dash-layout").status
+            for srv in (second, first)] == [401, 401]
 
 
-def test_the_throttle_is_shared_by_the_workers_and_releases_after_the_backoff(server):
-    client = Client(server)
+def test_the_throttle_is_shared_by_the_workers_and_releases_after_the_backoff(servers):
+    first, second = servers
+    client = Client(first)
     failures = [client.login("otto", "wrong password!!") for _ in range(MAX_FAILURES)]
     assert [r.status for r in failures] == [401] * MAX_FAILURES
     # tripped for this account on every worker, even with the right password ...
-    refusals = until_both_workers(server, lambda: client.login("otto", PASSWORD),
-                                  lambda r: r.status == 429 and "retry-after" in r.headers)
-    assert len(refusals) == 2
+    for srv in (second, first):
+        refusal = client.on(srv).login("otto", PASSWORD)
+        assert refusal.status == 429 and "retry-after" in refusal.headers, refusal.status
     # ... for a while only: after the backoff the right password opens a session
     time.sleep(BACKOFF_S + 0.5)
-    assert client.login("otto", PASSWORD).status == 302
-    assert client.request("GET", "/_dash-layout").status == 200
+    again = client.on(second)
+    assert again.login("otto", PASSWORD).status == 302
+    assert again.request("GET", "/_dash-layout").status == 200
 
 
 @pytest.mark.parametrize("who", [None, "tina", "olga"])
-def test_a_200_mb_body_gets_413_from_any_role_without_being_read(server, who):
-    client = Client(server)
+def test_a_200_mb_body_gets_413_from_any_role_without_being_read(servers, who):
+    client = Client(servers[0])
     if who:
         assert client.login(who, PASSWORD).status == 302
     cookie = "; ".join(f"{k}={v}" for k, v in client.cookies.items())
-    workers = [psutil.Process(pid) for pid in server.workers()]
+    workers = [psutil.Process(pid) for srv in servers for pid in srv.workers()]
     before = [w.memory_info().rss for w in workers]
-    for _ in range(4):  # several tries, so both workers are likely to get one
-        status, sent = post_huge(server.port, "/_dash-update-component", 200 * MB, cookie)
+    for srv in servers * 2:  # each worker gets two
+        status, sent = post_huge(srv.port, "/_dash-update-component", 200 * MB, cookie)
         assert status == 413
         assert sent < 50 * MB  # answered long before the body was sent
     growth = [w.memory_info().rss - b for w, b in zip(workers, before, strict=True)]
     assert max(growth) < 20 * MB, growth  # the workers never held the body
 
 
-def test_a_schema_with_1e5_bins_is_refused_with_a_message(server):
-    owner = Client(server)
+def test_a_schema_with_1e5_bins_is_refused_with_a_message(servers):
+    owner = Client(servers[0])
     assert owner.login("olga", PASSWORD).status == 302
     rows = schema_rows(read_schema_file(SAMPLE_SCHEMA))
     age = next(r for r in rows if r["name"].lower() == "age")

@@ -90,7 +90,7 @@ def tier_noise(tmp_path_factory):
             service.answer(who, req)
             rel = ledger.tier(f"v{i}", req.query_key(registry.ds.schema), role.noise_factor)
             noise[role.noise_factor].append(float(np.ravel(rel.noisy["count"])[0]) - TRUE_COUNT)
-            scales[role.noise_factor] = rel.scales["count"]
+            scales[role.noise_factor] = float(np.ravel(rel.scales["count"])[0])  # one group
     return {t: np.asarray(v) for t, v in noise.items()}, scales
 
 

@@ -18,6 +18,7 @@ probability ≈ 7 %, so the intervals are built with a small margin (docs/accura
 
 from __future__ import annotations
 
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -72,7 +73,8 @@ TABLES = {"cohort": cohort, "unbalanced": unbalanced}
 def releases(statistic, x, g, keys, lower, upper, edges, eps, n_candidates=None):
     """(values, low, high, truth) as (R, groups, cells), one vectorized release."""
     n_keys = len(keys)
-    rng = np.random.default_rng(abs(hash((statistic, n_keys, float(np.nansum(eps))))) % 2**32)
+    # a seed fixed per case; str hashes are salted per process, so crc32 and not hash()
+    rng = np.random.default_rng(zlib.crc32(f"{statistic}|{n_keys}|{np.nansum(eps):.6f}".encode()))
     eps_r = np.tile(eps, R)
     rkeys = list(range(R * n_keys))
     if statistic == "count":

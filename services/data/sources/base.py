@@ -42,6 +42,8 @@ class DataSource(ABC):
     """Answers aggregate queries over one table; never returns rows except ``read_rows``."""
 
     backend: str = "abstract"
+    bounds_contributions: bool = False
+    """True when the source can keep at most k rows per patient (``AggregateQuery.patient``)."""
 
     def aggregate(self, query: AggregateQuery) -> Aggregates:
         """The aggregate ``query`` asks for (dispatch on its kind)."""

@@ -1,8 +1,10 @@
 """Large files and warehouse tables as registry datasets: a DataSource plus a capped sample.
 
 Above ``large_file_bytes`` a CSV is streamed into Parquet once (``ingest``) and queried with
-DuckDB; the process keeps only a seeded sample of at most ``ROW_CAP`` rows as the dataset's
-``frame`` for the row-based pages (paper mode, the anonymizer), which say so. The file's
+DuckDB. Sound-mode Explore views never read rows: they are released from the source's exact
+aggregates over every row (``services/views``). The process keeps only a seeded sample of at
+most ``ROW_CAP`` rows as the dataset's ``frame`` for the pages that need rows (schema review,
+the anonymizer; paper mode reads its own capped sample), which say so. The file's
 version (SHA-256 of its bytes) is remembered by size and modification time, so a restart or
 another worker does not hash gigabytes again.
 

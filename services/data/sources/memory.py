@@ -36,6 +36,7 @@ class PandasSource(DataSource):
     """A DataSource over a DataFrame held by this process."""
 
     backend = "in-memory"
+    bounds_contributions = True
 
     def __init__(self, frame: pd.DataFrame) -> None:
         self.frame = frame
@@ -55,19 +56,19 @@ class PandasSource(DataSource):
         else:
             values = self._numbers(query.column, query, keep)
             bins = query.edges_array()
-        return ref.cell_counts(values, bins, **self._groups(query, keep))
+        return ref.cell_counts(values, bins, **self._groups(query, keep), **self._bound(query))
 
     def moment_sums(self, query: AggregateQuery) -> ref.MomentSums:
         keep = self._required(query)
         values = self._numbers(query.column, query, keep)
         return ref.moment_sums(values, query.lower, query.upper, squares=query.squares,
-                               **self._groups(query, keep))
+                               **self._groups(query, keep), **self._bound(query))
 
     def candidate_counts(self, query: AggregateQuery) -> ref.CandidateCounts:
         keep = self._required(query)
         values = self._numbers(query.column, query, keep)
         return ref.candidate_counts(values, query.lower, query.upper, query.n_candidates,
-                                    **self._groups(query, keep))
+                                    **self._groups(query, keep), **self._bound(query))
 
     # ---- rows --------------------------------------------------------------------------
     def read_rows(self, columns: Sequence[str], *, cap: int = ROW_CAP,
@@ -116,6 +117,12 @@ class PandasSource(DataSource):
         out = np.asarray([*names, None], dtype=object)[codes]
         out[~keep | self._codes_mask(name, rules)] = None
         return out
+
+    def _bound(self, query: AggregateQuery) -> dict:
+        """At most k rows per patient (``aggregates.bound_contributions``), when asked."""
+        if query.patient is None:
+            return {}
+        return {"patients": self.frame[query.patient], "max_rows_per_patient": query.max_rows}
 
     def _groups(self, query: AggregateQuery, keep: np.ndarray) -> dict:
         if query.group is None:

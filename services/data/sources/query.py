@@ -9,7 +9,7 @@ docstring defines every number bit for bit.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -59,6 +59,14 @@ class AggregateQuery:
     n_candidates: int | None = None
     require: tuple[str, ...] = ()
     rules: tuple[tuple[str, ColumnRules], ...] = field(default=())
+    patient: str | None = None                # the patient column, when rows are bounded
+    max_rows: int = 1                         # k: most rows of one patient kept
+
+    def bounded(self, patient: str | None, max_rows: int) -> AggregateQuery:
+        """This query keeping at most ``max_rows`` rows per patient (``aggregates``' rule)."""
+        if patient is None:
+            return self
+        return replace(self, patient=patient, max_rows=int(max_rows))
 
     # ---- construction from the public schema ------------------------------------
     @classmethod
@@ -129,7 +137,7 @@ class AggregateQuery:
     @property
     def columns(self) -> tuple[str, ...]:
         """Every column the query reads."""
-        names = (self.column, self.group, *self.require)
+        names = (self.column, self.group, *self.require, self.patient)
         return tuple(dict.fromkeys(n for n in names if n is not None))
 
     def rules_for(self, name: str) -> ColumnRules:

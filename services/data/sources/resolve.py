@@ -11,6 +11,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from services.data.errors import DatasetError
 from services.data.sources.base import ROW_CAP, DataSource, RowSample
 from services.data.sources.memory import PandasSource
 from services.data.sources.query import AggregateQuery, Aggregates
@@ -37,12 +38,27 @@ def source_of(dataset: Any) -> DataSource:
 
 def aggregates(dataset: Any, query: AggregateQuery) -> Aggregates:
     """The aggregate ``query`` asks for, computed where ``dataset`` lives."""
-    return source_of(dataset).aggregate(query)
+    source = source_of(dataset)
+    _check_bound(source, query)
+    return source.aggregate(query)
+
+
+def _check_bound(source: DataSource, query: AggregateQuery) -> None:
+    """A source that cannot bound rows per patient never answers as if it had."""
+    if query.patient is not None and not source.bounds_contributions:
+        raise DatasetError(
+            f"This {source.backend} table names a patient column ('{query.patient}'), but "
+            "keeping at most a fixed number of rows per patient is only done in memory so "
+            "far. Load a per-patient table, or remove the patient column from the schema to "
+            "release per row (the page will then say 'per row').")
 
 
 def aggregates_many(dataset: Any, queries: Sequence[AggregateQuery]) -> list[Aggregates]:
     """Several aggregates in one round trip (one SQL statement on SQL sources)."""
-    return source_of(dataset).aggregate_many(queries)
+    source = source_of(dataset)
+    for q in queries:
+        _check_bound(source, q)
+    return source.aggregate_many(queries)
 
 
 def read_rows(dataset: Any, columns: Sequence[str], *, cap: int = ROW_CAP,

@@ -1,0 +1,1 @@
+"""Published views: pages of already-released figures that an audience opens without spending."""
