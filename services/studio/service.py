@@ -46,6 +46,7 @@ from services.identity.roles import Role
 from services.ledger.plan import ReleaseKey, ReleasePlan
 from services.ledger.records import Served
 from services.ledger.store import Ledger
+from services.studio.outcomes import Outcome, RecentOutcomes, outcome
 
 MECHANISM = "Studio per-record copy (local DP, not central DP)"
 CHANNEL = "studio"
@@ -142,6 +143,7 @@ class StudioService:
         self.registry = registry
         self.ledger = ledger
         self._rng_factory = rng_factory
+        self.recent = RecentOutcomes()
 
     def _rng(self) -> np.random.Generator:
         return as_generator(self._rng_factory())
@@ -207,6 +209,35 @@ class StudioService:
 
         result = auto_tune(list(choices), one, tolerances, budget, factor=factor)
         return result, runs
+
+    def run_page(self, identity, dataset_id: str, choices: Sequence[ColumnChoice],
+                 target: str | None = None) -> Outcome:
+        """A charged run with its model check, figure summaries and report, kept for the
+        downloads (the Release page's Run)."""
+        run = self.run(identity, dataset_id, choices)
+        return self._keep(identity, outcome(run, self.registry.get(run.dataset_id).frame,
+                                            target))
+
+    def tune_page(self, identity, dataset_id: str, choices: Sequence[ColumnChoice],
+                  tolerances: Tolerances, budget: float,
+                  target: str | None = None) -> tuple[TuneResult, Outcome | None]:
+        """Auto-tune, then the outcome of the try that met the tolerances (else the last)."""
+        result, runs = self.auto_tune(identity, dataset_id, choices, tolerances, budget)
+        if not runs:
+            return result, None
+        run = runs[result.chosen if result.chosen is not None else -1]
+        return result, self._keep(identity, outcome(
+            run, self.registry.get(run.dataset_id).frame, target))
+
+    def recent_outcome(self, identity, run_id: object) -> Outcome | None:
+        """This owner's recent run ``run_id`` (None for anyone else or an unknown id)."""
+        if not access.is_owner(identity):
+            return None
+        return self.recent.get(identity.user, run_id)
+
+    def _keep(self, identity, item: Outcome) -> Outcome:
+        self.recent.put(identity.user, item)
+        return item
 
 
 def metrics_dict(m: TableMetrics) -> dict[str, Any]:
