@@ -90,7 +90,7 @@ def _column_row(spec: ColumnSpec) -> html.Tr:
              html.Td(_public(spec), className="small text-muted"),
              html.Td(_hidden_label(f"Technique for {label}", dbc.Select(
                  id={"type": ids.ST_TECH, "index": name}, options=options, size="sm",
-                 value=default_technique(spec).value)))]
+                 value=default_technique(spec).value, style={"minWidth": "13rem"})))]
     uses_eps = any(t.uses_epsilon for t in techniques_for(spec))
     cells.append(html.Td(_hidden_label(f"ε per cell for {label}", dbc.Input(
         id={"type": ids.ST_EPS, "index": name}, type="number", min=0, step="any",
