@@ -127,19 +127,28 @@ def _trail(result) -> Any:
 def register_callbacks(app, services: Services) -> None:
     """Bind the Release page's callbacks to ``app``."""
 
+    cleared = [Output(ids.ST_RESULTS, "children", allow_duplicate=True),
+               Output(ids.ST_TRAIL, "children", allow_duplicate=True),
+               Output(ids.ST_LAST, "data", allow_duplicate=True),
+               *[Output(b, "disabled", allow_duplicate=True)
+                 for b in (ids.ST_DL_CSV, ids.ST_DL_JSON, ids.ST_DL_HTML)]]
+
     @app.callback(Output(ids.ST_COLUMNS, "children"), Output(ids.ST_TARGET, "options"),
-                  Output(ids.ST_TARGET, "value"),
+                  Output(ids.ST_TARGET, "value"), *cleared,
                   Input(ids.ST_DATASET, "value"), prevent_initial_call=True)
     def _dataset(dataset_id):
+        """Another dataset: its columns and targets; the last run's results are cleared."""
         identity = services.identity.current()
         if not access.is_owner(identity) or not isinstance(dataset_id, str):
-            return no_update, no_update, no_update
+            return (no_update,) * 9
+        clear = (None, None, None, True, True, True)
         try:
             ds = services.registry.get(dataset_id)
         except DPError:
-            return layout.message("There is no such dataset; choose one from the list."), [], ""
+            return (layout.message("There is no such dataset; choose one from the list."), [],
+                    "", *clear)
         return (layout.column_controls(ds.schema),
-                layout.target_options(_targets(ds.schema)), "")
+                layout.target_options(_targets(ds.schema)), "", *clear)
 
     @app.callback(
         Output(ids.ST_RESULTS, "children"), Output(ids.ST_TRAIL, "children"),
