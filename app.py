@@ -27,10 +27,31 @@ from callbacks import studio as studio_callbacks
 from layouts import shell
 from services.config import AppConfig
 from services.container import Services, build_services
-from services.identity.session import assert_bind_allowed, init_auth
+from services.identity.session import FAVICON_ENDPOINT, assert_bind_allowed, init_auth
 
 ROOT = Path(__file__).resolve().parent
 log = logging.getLogger(__name__)
+
+FAVICON = "favicon.svg"
+INDEX_STRING = f"""<!DOCTYPE html>
+<html lang="en">
+    <head>
+        {{%metas%}}
+        <title>{{%title%}}</title>
+        <link rel="icon" type="image/svg+xml" href="/{FAVICON}">
+        {{%css%}}
+    </head>
+    <body>
+        {{%app_entry%}}
+        <footer>
+            {{%config%}}
+            {{%scripts%}}
+            {{%renderer%}}
+        </footer>
+    </body>
+</html>"""
+"""Dash's page with the document language, the product's icon (served without login, see
+``install_favicon``) and no Internet Explorer banner."""
 
 
 def create_app(config: AppConfig | Mapping[str, Any] | None = None, *,
@@ -40,16 +61,19 @@ def create_app(config: AppConfig | Mapping[str, Any] | None = None, *,
     services = build_services(cfg, seed=seed)
     app = Dash(
         __name__,
-        title="Private Cohort Explorer",
+        title=shell.PRODUCT,
+        index_string=INDEX_STRING,
         assets_folder=str(ROOT / "assets"),
         suppress_callback_exceptions=True,
         update_title=None,
         meta_tags=[{"name": "viewport", "content": "width=device-width, initial-scale=1"}],
     )
     app.layout = shell.layout()
+    install_page_titles(app)
     # headers, body limits and the session guard run before Dash's own hooks
     init_auth(app.server, cfg.as_mapping(), script_hashes=app.csp_hashes)
     login_routes.register(app.server)
+    install_favicon(app.server)
     install_compression(app.server)
     install_error_handlers(app.server)
     app.server.extensions["cohort"] = services
@@ -62,6 +86,30 @@ def register_callbacks(app: Dash, services: Services) -> None:
     for page in (shell_callbacks, explore_callbacks, data_callbacks, ledger_callbacks,
                  anonymize_callbacks, publish_callbacks, studio_callbacks):
         page.register_callbacks(app, services)
+
+
+def install_page_titles(app: Dash) -> None:
+    """The first HTML of every route carries that page's own title (a clientside callback in
+    ``callbacks.shell`` keeps it right after in-page navigation)."""
+    interpolate = app.interpolate_index
+
+    def _interpolate(**kwargs: Any) -> str:
+        path = flask.request.path if flask.has_request_context() else "/"
+        return interpolate(**{**kwargs, "title": shell.page_title(path)})
+
+    app.interpolate_index = _interpolate  # type: ignore[method-assign]
+
+
+def install_favicon(server: flask.Flask) -> None:
+    """The product's icon at /favicon.svg (and /favicon.ico, where browsers look unasked),
+    public like the sign-in page: the session guard lets ``FAVICON_ENDPOINT`` through."""
+
+    def _favicon() -> flask.Response:
+        return flask.send_from_directory(ROOT / "assets", FAVICON, mimetype="image/svg+xml",
+                                         max_age=86400)
+
+    server.add_url_rule(f"/{FAVICON}", FAVICON_ENDPOINT, _favicon)
+    server.add_url_rule("/favicon.ico", FAVICON_ENDPOINT + "_ico", _favicon)
 
 
 def install_error_handlers(server: flask.Flask) -> None:

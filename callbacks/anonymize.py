@@ -20,6 +20,7 @@ from dp_engine.rng import RngLike
 from dp_engine.schema import ColumnRole
 from layouts import anonymize as page
 from layouts import ids
+from layouts.accessible import chart_table_children
 from layouts.anonymize_figures import before_after_scatter, empty_figure
 from services.container import Services
 from services.identity import access
@@ -235,6 +236,15 @@ def register_callbacks(app, services: Services) -> None:
         return handle_run(
             services, ctx.triggered_id, dataset_id, qis, sensitive, k, method, mode, x, y, store
         )
+
+    @app.callback(
+        Output(ids.AN_SCATTER_TABLE, "children"),
+        Input(ids.AN_SCATTER, "figure"),
+        prevent_initial_call=True,
+    )
+    def _scatter_table(figure):
+        """The scatter's data table, redrawn with it (the owner's own figure, as text)."""
+        return chart_table_children(figure if _owner(services) else None)
 
     @app.callback(
         Output(ids.AN_DOWNLOAD, "data"),

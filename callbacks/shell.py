@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import logging
 
-from dash import Input, Output
+from dash import Input, Output, State
 
 from callbacks import publish, studio
 from callbacks.ledger import page_view as ledger_page
@@ -49,3 +50,17 @@ def register_callbacks(app, services: Services) -> None:
         path = pathname if isinstance(pathname, str) else "/"
         return (page_for(services, identity, path), shell.nav_links(identity.role, path),
                 shell.session_badge(identity.user, identity.role, logout_token()))
+
+    # Each route's own document title, also after in-page navigation (no reload).
+    app.clientside_callback(
+        "function (path) { const titles = " + json.dumps(shell.page_titles()) + ";"
+        " document.title = titles[path] || titles['/']; return ''; }",
+        Output(ids.TITLE_SINK, "children"), Input(ids.URL, "pathname"),
+    )
+    # The navbar's menu button at phone width (state also told to screen readers).
+    app.clientside_callback(
+        "function (n, open) { const next = n ? !open : false;"
+        " return [next, next ? 'true' : 'false']; }",
+        Output(ids.NAV_COLLAPSE, "is_open"), Output(ids.NAV_TOGGLE, "aria-expanded"),
+        Input(ids.NAV_TOGGLE, "n_clicks"), State(ids.NAV_COLLAPSE, "is_open"),
+    )

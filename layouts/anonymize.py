@@ -14,6 +14,7 @@ from dash import dcc, html
 from dp_engine.anonymize import LABEL, AnonymizationResult
 from dp_engine.schema import ColumnKind, ColumnRole, Schema
 from layouts import ids
+from layouts.accessible import chart, field
 from layouts.anonymize_figures import empty_figure
 from services.identity.roles import Role
 
@@ -74,16 +75,9 @@ def axis_options(schema: Schema, qis: list[str]) -> list[dict]:
     return [{"label": c.display, "value": c.name} for c in specs]
 
 
-def _field(label: str, control, help_text: str = "") -> html.Div:
-    children = [dbc.Label(label, className="fw-semibold small mb-1"), control]
-    if help_text:
-        children.append(dbc.FormText(help_text))
-    return html.Div(children, className="mb-3")
-
-
-def _radio(label: str, cid: str, value: str, choices: dict[str, str]) -> html.Div:
+def _radio(label: str, cid: str, value: str, choices: dict[str, str]) -> html.Fieldset:
     options = [{"label": text, "value": key} for key, text in choices.items()]
-    return _field(label, dbc.RadioItems(id=cid, value=value, options=options))
+    return field(label, dbc.RadioItems(id=cid, value=value, options=options))
 
 
 def layout(registry, identity) -> html.Div | dbc.Alert:
@@ -98,7 +92,7 @@ def layout(registry, identity) -> html.Div | dbc.Alert:
     qis = default_columns(schema, ColumnRole.QUASI_IDENTIFIER)
     axes = axis_options(schema, qis)
     controls = [
-        _field(
+        field(
             "Dataset",
             dcc.Dropdown(
                 id=ids.AN_DATASET,
@@ -107,13 +101,13 @@ def layout(registry, identity) -> html.Div | dbc.Alert:
                 options=[{"label": d.title or d.id, "value": d.id} for d in datasets],
             ),
         ),
-        _field(
+        field(
             "Quasi-identifiers",
             dcc.Dropdown(id=ids.AN_QIS, multi=True, value=qis, options=column_options(schema)),
             "Columns an outsider could know (age, year, department). Missing values are kept "
             "as a value of their own.",
         ),
-        _field(
+        field(
             "Sensitive columns",
             dcc.Dropdown(
                 id=ids.AN_SENSITIVE,
@@ -122,7 +116,7 @@ def layout(registry, identity) -> html.Div | dbc.Alert:
                 options=column_options(schema),
             ),
         ),
-        _field(
+        field(
             "k (smallest group size)",
             dbc.Input(id=ids.AN_K, type="number", min=2, max=100, step=1, value=DEFAULT_K),
         ),
@@ -140,7 +134,7 @@ def layout(registry, identity) -> html.Div | dbc.Alert:
     scatter_controls = dbc.Row(
         [
             dbc.Col(
-                _field(
+                field(
                     "Horizontal axis",
                     dcc.Dropdown(
                         id=ids.AN_SCATTER_X,
@@ -152,7 +146,7 @@ def layout(registry, identity) -> html.Div | dbc.Alert:
                 md=6,
             ),
             dbc.Col(
-                _field(
+                field(
                     "Vertical axis",
                     dcc.Dropdown(
                         id=ids.AN_SCATTER_Y,
@@ -167,7 +161,7 @@ def layout(registry, identity) -> html.Div | dbc.Alert:
     )
     return html.Div(
         [
-            html.H2("Anonymize a cohort", className="h4"),
+            html.H1("Anonymize a cohort", className="h4"),
             dbc.Alert(
                 [
                     html.Strong(LABEL.capitalize() + ". "),
@@ -187,9 +181,10 @@ def layout(registry, identity) -> html.Div | dbc.Alert:
                             html.Div(id=ids.AN_MESSAGE, role="status", **{"aria-live": "polite"}),
                             dcc.Loading(html.Div(id=ids.AN_REPORT)),
                             scatter_controls,
-                            dcc.Graph(
-                                id=ids.AN_SCATTER,
-                                figure=empty_figure(),
+                            chart(
+                                empty_figure(),
+                                ids.AN_SCATTER,
+                                table_id=ids.AN_SCATTER_TABLE,
                                 config={"displaylogo": False},
                             ),
                         ],

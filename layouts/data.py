@@ -12,6 +12,7 @@ from dash import dash_table, dcc, html
 
 from dp_engine.schema import ColumnKind, ColumnRole, Schema
 from layouts import ids
+from layouts.accessible import field, label_id
 from services.data.review import DataReview
 from services.identity.roles import Role
 
@@ -175,16 +176,13 @@ def patient_controls(dataset) -> dbc.Row:
     """The owner's choice of the unit of privacy: the patient column and k."""
     column, k, confirmed = patient_values(dataset) if dataset else (ROW_UNIT, 1, True)
     return dbc.Row([
-        dbc.Col([
-            html.Label("Who is a patient?", htmlFor=ids.DATA_PATIENT, className="form-label"),
-            dcc.Dropdown(id=ids.DATA_PATIENT, options=patient_options(dataset) if dataset else [],
-                         value=column, clearable=False),
-        ], md=5),
-        dbc.Col([
-            html.Label("Rows per patient used at most (k)", htmlFor=ids.DATA_PATIENT_K,
-                       className="form-label"),
-            dbc.Input(id=ids.DATA_PATIENT_K, type="number", min=1, step=1, value=k),
-        ], md=3),
+        dbc.Col(field("Who is a patient?",
+                      dcc.Dropdown(id=ids.DATA_PATIENT,
+                                   options=patient_options(dataset) if dataset else [],
+                                   value=column, clearable=False), class_name=""), md=5),
+        dbc.Col(field("Rows per patient used at most (k)",
+                      dbc.Input(id=ids.DATA_PATIENT_K, type="number", min=1, step=1, value=k),
+                      class_name=""), md=3),
         dbc.Col(dbc.Checkbox(id=ids.DATA_PATIENT_K_CONFIRM, value=confirmed,
                              label="I confirm this k (it may have been read off the data)"),
                 md=4, className="align-self-end"),
@@ -215,7 +213,7 @@ def layout(registry, identity) -> html.Div | dbc.Alert:
     )
     limit = registry.max_upload_bytes / 1_000_000
     return html.Div([
-        html.H2("Datasets and their public schemas", className="h4"),
+        html.H1("Datasets and their public schemas", className="h4"),
         html.P(
             "Bounds, categories and bins are public metadata: every private statistic relies "
             "on them. Values read off the data are highlighted until you confirm or edit them. "
@@ -223,7 +221,9 @@ def layout(registry, identity) -> html.Div | dbc.Alert:
             className="text-muted small",
         ),
         dbc.Row([
-            dbc.Col([upload, html.Div(f"CSV (comma, semicolon or tab separated), at most "
+            dbc.Col([html.Label("Load a CSV export", id=label_id(ids.DATA_UPLOAD),
+                                htmlFor=ids.DATA_UPLOAD, className="form-label fw-semibold small"),
+                     upload, html.Div(f"CSV (comma, semicolon or tab separated), at most "
                                       f"{limit:g} MB. Stored on this server only.",
                                       className="form-text")], md=5),
             dbc.Col(html.Div(id=ids.DATA_MESSAGE, role="status", **{"aria-live": "polite"}),
@@ -231,14 +231,16 @@ def layout(registry, identity) -> html.Div | dbc.Alert:
         ], className="mb-3"),
         html.Div(overview(datasets, registry.problems), id=ids.DATA_OVERVIEW),
         dbc.Row([
-            dbc.Col(dcc.Dropdown(id=ids.DATA_LIST, options=dataset_options(datasets),
-                                 value=first.id if first else None, clearable=False),
+            dbc.Col(field("Dataset to review",
+                          dcc.Dropdown(id=ids.DATA_LIST, options=dataset_options(datasets),
+                                       value=first.id if first else None, clearable=False),
+                          class_name=""),
                     md=5),
             dbc.Col([
                 dbc.Button("Save edits", id=ids.DATA_SAVE, color="secondary",
                            className="me-2"),
                 dbc.Button("Confirm schema", id=ids.DATA_CONFIRM, color="primary"),
-            ], md=7, className="text-md-end mt-2 mt-md-0"),
+            ], md=7, className="text-md-end mt-2 mt-md-0 align-self-end"),
         ], className="my-3"),
         html.P(
             "Highlighted columns were read off the data: confirm each in 'Your decision' (the "

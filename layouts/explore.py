@@ -8,6 +8,7 @@ from dash import dcc, html
 from dp_engine.bands import NOISE_BANDS, NOISE_LABELS
 from dp_engine.schema import NUMERIC_KINDS, Schema
 from layouts import ids
+from layouts.accessible import field
 from services.identity.roles import Role
 from services.views.queries import GROUPABLE_KINDS, MECHANISMS, PRESETS, VIEWS
 
@@ -43,13 +44,6 @@ def group_options(schema: Schema) -> list[dict]:
     return opts
 
 
-def _field(label: str, control, help_text: str = "") -> html.Div:
-    children = [dbc.Label(label, className="fw-semibold small mb-1"), control]
-    if help_text:
-        children.append(dbc.FormText(help_text))
-    return html.Div(children, className="mb-3")
-
-
 def layout(datasets: list, identity) -> html.Div:
     """The page for ``identity``; ``datasets`` are the ones this role may query."""
     granted: Role = identity.role
@@ -63,29 +57,29 @@ def layout(datasets: list, identity) -> html.Div:
     first = datasets[0]
     preset = PRESETS[DEFAULT_PRESET]
     controls = [
-        _field("Reproduce a paper figure",
+        field("Reproduce a paper figure",
                dcc.Dropdown(id=ids.EX_PRESET, clearable=True, value=DEFAULT_PRESET,
                             options=[{"label": p.label, "value": k} for k, p in PRESETS.items()])),
-        _field("Dataset",
+        field("Dataset",
                dcc.Dropdown(id=ids.EX_DATASET, clearable=False, value=first.id,
                             options=[{"label": d.title or d.id, "value": d.id}
                                      for d in datasets])),
-        _field("View as", dbc.RadioItems(id=ids.EX_ROLE, value=granted.value,
+        field("View as", dbc.RadioItems(id=ids.EX_ROLE, value=granted.value,
                                          options=role_options(granted)),
                "You can preview a less privileged role, never a more privileged one."),
-        _field("View",
+        field("View",
                dcc.Dropdown(id=ids.EX_VIEW, clearable=False, value=preset.view,
                             options=[{"label": v, "value": k} for k, v in VIEWS.items()])),
-        _field("Measured column",
+        field("Measured column",
                dcc.Dropdown(id=ids.EX_X, clearable=False, value=preset.x,
                             options=column_options(first.schema))),
-        _field("Group by",
+        field("Group by",
                dcc.Dropdown(id=ids.EX_GROUP, clearable=False, value=preset.group or "none",
                             options=group_options(first.schema))),
     ]
     if owner:
         controls += [
-            _field("Mechanism",
+            field("Mechanism",
                    dbc.RadioItems(id=ids.EX_MECHANISM, value="sound",
                                   options=[{"label": v, "value": k}
                                            for k, v in MECHANISMS.items()]),

@@ -15,6 +15,7 @@ import pandas as pd
 from dash import dcc, html
 
 from layouts import ids
+from layouts.accessible import field
 from services.identity.roles import Role
 from services.ledger.records import BudgetStatus, DatasetStatus, StoredRelease, TierRecord
 
@@ -131,17 +132,16 @@ def internal_table(records: list[TierRecord]) -> html.Div | dbc.Table:
 
 
 def _filter(label: str, cid: str, values: list[str], placeholder: str) -> dbc.Col:
-    return dbc.Col([
-        dbc.Label(label, html_for=cid, className="fw-semibold small mb-1"),
-        dcc.Dropdown(id=cid, options=[{"label": v, "value": v} for v in values],
-                     placeholder=placeholder, clearable=True),
-    ], md=4)
+    return dbc.Col(field(label, dcc.Dropdown(id=cid, options=[{"label": v, "value": v}
+                                                               for v in values],
+                                             placeholder=placeholder, clearable=True),
+                         class_name=""), md=4)
 
 
 def layout(data: LedgerPage) -> html.Div:
     """The owner's page (the callbacks refuse everyone else before gathering ``data``)."""
     return html.Div([
-        html.H2("Privacy ledger", className="h4"),
+        html.H1("Privacy ledger", className="h4"),
         html.P("Every noisy answer that left the server, who received it, and what it cost. "
                "A repeated request is served from this ledger and costs nothing. Internal "
                "releases (the DP dataset size used for calibration, the tiers other answers "
@@ -150,9 +150,9 @@ def layout(data: LedgerPage) -> html.Div:
                "with a lower bound of their loss and left out of every total.",
                className="text-muted"),
         dbc.Card(dbc.CardBody([
-            html.H3("Budgets", className="h6"),
+            html.H2("Budgets", className="h6"),
             budgets_table(data.budgets),
-            html.H3("Datasets", className="h6 mt-3"),
+            html.H2("Datasets", className="h6 mt-3"),
             datasets_table(data.datasets),
         ]), className="mb-3"),
         dbc.Row([
@@ -165,15 +165,15 @@ def layout(data: LedgerPage) -> html.Div:
             ], md=4),
         ], className="mb-3 g-3"),
         dbc.Card(dbc.CardBody([
-            html.H3("Totals per user and dataset", className="h6"),
+            html.H2("Totals per user and dataset", className="h6"),
             html.Div(totals_table(data.totals), id=ids.LEDGER_TOTALS),
         ]), className="mb-3"),
         dbc.Card(dbc.CardBody([
-            html.H3("Releases", className="h6"),
+            html.H2("Releases", className="h6"),
             html.Div(releases_table(data.releases, data.release_count), id=ids.LEDGER_TABLE),
         ]), className="mb-3"),
         dbc.Card(dbc.CardBody([
-            html.H3("Internal releases (dataset-level loss only)", className="h6"),
+            html.H2("Internal releases (dataset-level loss only)", className="h6"),
             internal_table(data.internal),
         ])),
     ])

@@ -7,7 +7,7 @@ import html
 _PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Sign in · Private Cohort Explorer</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<link rel="icon" href="data:,">
+<link rel="icon" type="image/svg+xml" href="/favicon.svg">
 <style>
 body{{font-family:system-ui,sans-serif;background:#f4f6f8;display:flex;justify-content:center;
 margin:0;padding-top:12vh;color:#1b1b1b}}

@@ -9,6 +9,7 @@ from dash import html
 
 from dp_engine.bands import NOISE_LABELS
 from layouts import ids
+from layouts.accessible import progress
 from layouts.figures import fmt
 from services.identity.roles import Role
 from services.views.answer import ViewAnswer
@@ -37,8 +38,8 @@ def budget_meter(ans: ViewAnswer) -> html.Div:
     return html.Div(
         [
             html.Div("Privacy budget on this dataset", className="small text-muted"),
-            dbc.Progress(value=min(used, 100), color=colour, className="my-1",
-                         label=f"{used:.0f} %", style={"height": "1.1rem"}),
+            html.Div(progress(used, f"{used:.0f} %", "Privacy budget used", colour),
+                     className="my-1"),
             html.Div(f"spent ε {fmt(ans.budget_spent)} of {fmt(ans.budget_limit)} · "
                      f"{fmt(ans.budget_remaining)} left", className="small"),
             *([html.Div(f"your own share: ε {fmt(ans.user_spent)} of {fmt(ans.user_limit)}",

@@ -18,6 +18,21 @@ PAGES: dict[str, tuple[str, Role]] = {
 }
 """Path -> (label, lowest role that may open it)."""
 
+PRODUCT = "Private Cohort Explorer"
+MAIN_ID = ids.PAGE
+"""The skip link's target: the page body."""
+
+
+def page_title(path: str | None) -> str:
+    """The document title for ``path`` (unknown paths show Explore, as the router does)."""
+    label, _ = PAGES.get(path or "/", PAGES["/"])
+    return f"{label} · {PRODUCT}"
+
+
+def page_titles() -> dict[str, str]:
+    """Every route's title (the clientside title callback gets this map)."""
+    return {path: page_title(path) for path in PAGES}
+
 
 def layout() -> html.Div:
     """Static frame; the page body is rendered per request by the routing callback."""
@@ -28,24 +43,36 @@ def layout() -> html.Div:
             # first answer is being computed, instead of after it arrives.
             html.Div(dcc.Graph(id=ids.PRELOAD_GRAPH, figure={"data": [], "layout": {}},
                                config={"staticPlot": True}), hidden=True),
+            html.A("Skip to main content", href=f"#{MAIN_ID}",
+                   className="skip-link visually-hidden-focusable"),
+            html.Div(id=ids.TITLE_SINK, hidden=True),
             dbc.Navbar(
                 dbc.Container(
                     [
                         html.A(
                             [html.Img(src="/assets/logo.svg", height="30", alt=""),
-                             html.Span("Private Cohort Explorer", className="brand-text")],
+                             html.Span(PRODUCT, className="brand-text")],
                             href="/", className="navbar-brand d-flex align-items-center gap-2",
                         ),
-                        dbc.Nav(id=ids.NAV, className="me-auto", navbar=True),
-                        html.Div(id=ids.SESSION_BADGE, className="session-badge"),
+                        html.Button(
+                            html.Span(className="navbar-toggler-icon"), id=ids.NAV_TOGGLE,
+                            n_clicks=0, type="button", className="navbar-toggler",
+                            **{"aria-label": "Menu", "aria-controls": ids.NAV_COLLAPSE,
+                               "aria-expanded": "false"}),
+                        dbc.Collapse(
+                            [dbc.Nav(id=ids.NAV, className="me-auto", navbar=True),
+                             html.Div(id=ids.SESSION_BADGE, className="session-badge")],
+                            id=ids.NAV_COLLAPSE, is_open=False, navbar=True,
+                        ),
                     ],
                     fluid=True,
                 ),
                 color="primary",
                 dark=True,
+                expand="md",
                 className="mb-3",
             ),
-            dbc.Container(html.Main(id=ids.PAGE), fluid=True, className="pb-5"),
+            dbc.Container(html.Main(id=ids.PAGE, tabIndex="-1"), fluid=True, className="pb-5"),
         ]
     )
 
@@ -62,7 +89,7 @@ def nav_links(role: Role, pathname: str) -> list[dbc.NavItem]:
 def session_badge(user: str, role: Role, logout_csrf: str | None) -> list:
     """Role and user; a sign-out form (POST with the session's CSRF token) when signed in."""
     items: list = [dbc.Badge(role.label, color="light", text_color="primary", className="me-2"),
-                   html.Span(user, className="text-white-50 small")]
+                   html.Span(user, className="text-white small")]
     if logout_csrf:
         items.append(html.Form(
             [dcc.Input(type="hidden", name="csrf", value=logout_csrf),

@@ -12,7 +12,12 @@ release realizes); both fall as ε grows.
 * band (0, hi): ε_g gives E = ``LOW_BAND_TARGET``·hi (a margin for the public estimates);
 * if that ε_g exceeds the role's ceiling, the ceiling is used when E ≤ 0.9·hi and
   M ≥ lo/0.9 still hold there (``CEILING_MARGIN``); otherwise the group is WITHHELD
-  (``WITHHELD_REASON``): it gets no draw and is never shown as a number.
+  (``WITHHELD_REASON``): it gets no draw and is never shown as a number;
+* a shown group must also be informative: E at most ``INFORMATIVE`` times the error of a
+  release that reads (almost) no data (E at the grid's smallest ε). Quantile errors saturate
+  on a bounded range, so without this a band such as 10–20 % can be met by noise alone at
+  ε ≈ 0.001: a box drawn from a guess. ε_g is raised to the informative level (up to the
+  ceiling) and the group is withheld if that leaves the band.
 
 ``plan_tiers`` plans the three tiers and nests them per group (ε⁰_g ≥ ε¹_g ≥ ε²_g), and
 ``TierPlan.materialize`` gives the ε per group of the least-noisy release the others refine.
@@ -51,6 +56,8 @@ STATISTICS = ("count", "histogram", "mean", "variance", "quantiles")
 DEFAULT_CEILINGS: Mapping[int, float] = {0: 8.0, 1: 2.0, 2: 1.0}
 """ε ceiling per view for noise factor 0 (owner), 1 (collaborator), 2 (third party)."""
 LOW_BAND_TARGET = 0.7
+INFORMATIVE = 0.5
+"""A shown group's expected error is at most this fraction of the data-free error."""
 CEILING_MARGIN = 0.9
 """A group that reaches the band only at the ceiling must do so with this margin."""
 WITHHELD_REASON = "too few patients to show at this noise level"
@@ -189,12 +196,15 @@ def error_curves(statistic: str, eps: np.ndarray, scales: GroupScales, *, bins: 
 # ---------------------------------------------------------------- planning
 
 
-def _crossing(x: np.ndarray, y: np.ndarray, target: float) -> np.ndarray:
-    """Per row, the log-interpolated x where decreasing y first falls to ``target`` (NaN: never)."""
+def _crossing(x: np.ndarray, y: np.ndarray, target: Any) -> np.ndarray:
+    """Per row, the log-interpolated x where decreasing y first falls to ``target`` (a number
+    or one per row; NaN: never)."""
     out = np.full(y.shape[0], np.nan)
     ly = np.log(np.maximum(y, 1e-300))
-    lt = math.log(target)
+    targets = np.log(np.maximum(np.broadcast_to(np.asarray(target, float), (y.shape[0],)),
+                                1e-300))
     for i in range(y.shape[0]):
+        lt = targets[i]
         below = np.flatnonzero(ly[i] <= lt)
         if below.size == 0:
             continue
@@ -232,10 +242,14 @@ def plan_groups(statistic: str, noise_factor: int, scales: GroupScales, *,
     eps_grid = np.broadcast_to(grid, (g, points)).copy()
     kwargs = dict(bins=bins, qs=qs, contribution=contribution, method=method, n_candidates=c)
     _, e_rel, m_rel = error_curves(statistic, eps_grid, scales, **kwargs)
+    informative = INFORMATIVE * e_rel[:, 0]      # E of an (almost) data-free release
+    floor = _crossing(eps_grid, e_rel, informative)
+    floor = np.where(np.isfinite(floor), floor, np.inf)
     if lo > 0:
         target = _crossing(eps_grid, e_rel * m_rel, lo * hi)
     else:
         target = _crossing(eps_grid, e_rel, LOW_BAND_TARGET * hi)
+    target = np.maximum(target, floor)
     # the ceiling may still meet the band, with less margin
     e_cap, m_cap = e_rel[:, -1], m_rel[:, -1]
     meets_at_cap = (e_cap <= hi * CEILING_MARGIN) & (m_cap >= lo / CEILING_MARGIN)
@@ -254,8 +268,11 @@ def plan_groups(statistic: str, noise_factor: int, scales: GroupScales, *,
         if not (high.any() or low.any()):
             break
         at = np.where(high, np.minimum(at * 1.15, cap), np.where(low, at / 1.15, at))
+        at = np.maximum(at, np.minimum(floor, cap))
         eps = np.where(np.isfinite(eps), at, eps)
-    shown = np.isfinite(eps) & (e_rel_at[:, 0] <= hi * (1 + 1e-9))
+    e_at = e_rel_at[:, 0]
+    shown = np.isfinite(eps) & (e_at <= hi * (1 + 1e-9)) & (e_at >= lo * (1 - 1e-9)) \
+        & (e_at <= informative * (1 + 1e-9))
     eps = np.where(shown, eps, np.nan)
     reasons = tuple("" if s else WITHHELD_REASON for s in shown)
     return GroupPlan(statistic, int(noise_factor), (lo, hi), cap, eps, e_abs[:, 0],

@@ -44,6 +44,9 @@ EMBEDDED_USER = "local-owner"
 EXTENSION = "cohort_identity"
 LOGIN_ENDPOINT = "cohort_login"
 LOGOUT_ENDPOINT = "cohort_logout"
+FAVICON_ENDPOINT = "cohort_favicon"
+PUBLIC_ENDPOINTS = (LOGIN_ENDPOINT, LOGOUT_ENDPOINT, FAVICON_ENDPOINT, FAVICON_ENDPOINT + "_ico")
+"""Routes served without a session: sign-in, sign-out and the product's icon."""
 COOKIE_NAME = "cohort_session"
 _MIN_SECRET_LEN = 16
 _LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
@@ -344,7 +347,7 @@ def _wants_page() -> bool:
 
 
 def _session_guard():
-    if request.endpoint in (LOGIN_ENDPOINT, LOGOUT_ENDPOINT):
+    if request.endpoint in PUBLIC_ENDPOINTS:
         return None
     if flask_login.current_user.is_authenticated:
         return None

@@ -30,7 +30,6 @@ from services.ledger.records import StoredRelease
 from services.publish.records import AUDIENCE_ROLES, Audience, FigureRef, Page
 from services.publish.store import PublishStore
 from services.views.answer import ViewAnswer
-from services.views.plans import SIZE_KEY, size_spec
 from services.views.queries import PRESETS, VIEWS, ViewRequest, parse_request
 
 CHANNEL = "published"
@@ -169,9 +168,9 @@ class PublishService:
         _owner(identity)
         ds, tier, reqs = self._checked(draft)
         payer = Identity(identity.user, tier, True)
-        self._ensure_size(ds)
         quotes = []
         for req, _caption in reqs:
+            self._ensure_inputs(payer, req, ds)
             q = self.releases.quote(payer, req, dataset=ds)
             cost = 0.0 if q.cached else float(q.cost)
             quotes.append(FigureQuote(_label(ds, _raw(req)), cost, q.cached, q.refusal))
@@ -298,12 +297,13 @@ class PublishService:
             return False
         return True
 
-    def _ensure_size(self, ds) -> None:
-        """Pricing needs the dataset version's DP size n̂ (internal, released once)."""
-        if self.releases.public_size(ds) is None:
-            self.ledger.release_internal(size_spec(lambda: len(ds.frame)), dataset_id=ds.id,
-                                         dataset_version=ds.version, payer=Role.OWNER)
-        assert self.ledger.internal(ds.version, SIZE_KEY) is not None
+    def _ensure_inputs(self, payer: Identity, req: ViewRequest, ds) -> None:
+        """Pricing needs the plan's internal inputs (DP sizes, pilot): released once per
+        dataset version, charged to the dataset-level loss only, never to a role."""
+        for spec in self.releases.plan(payer, req, dataset=ds).inputs:
+            if self.ledger.internal(ds.version, spec.store_key) is None:
+                self.ledger.release_internal(spec, dataset_id=ds.id,
+                                             dataset_version=ds.version, payer=Role.OWNER)
 
     def _stored(self, release_ids: Sequence[int]) -> dict[int, StoredRelease]:
         """The ledger's served releases by id (one read; never logs a delivery)."""

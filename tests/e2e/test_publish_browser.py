@@ -49,7 +49,8 @@ def test_owner_publishes_partner_opens_steps_demo_and_export_opens_offline(dash_
     add_user(users, "olga", "owner", PASSWORD)
     add_user(users, "tina", "third_party", PASSWORD)
     app = create_app({"data_dir": tmp_path / "var", "users_file": users,
-                      "secret_key": "browser-secret-" + "y" * 32}, seed=7)
+                      "secret_key": "browser-secret-" + "y" * 32,
+                      "budgets": {"third_party": 3.0}}, seed=7)   # Fig. 2 alone costs 1
     dash_duo.start_server(app, navigate=False, port=_free_port())
     driver, base = dash_duo.driver, dash_duo.server.url.rstrip("/")
 

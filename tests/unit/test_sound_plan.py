@@ -130,3 +130,23 @@ def test_the_internal_releases_for_the_public_inputs():
     assert pilot.epsilon == PILOT_EPSILON and np.asarray(pilot.value).shape == (3, 16)
     scales = scales_from_pilot(pilot, EDGES, public_group_sizes(one))
     assert scales.groups == 3 and "pilot" in scales.source
+
+
+@pytest.mark.parametrize("noise_factor", [0, 1, 2])
+def test_a_shown_quantile_group_is_informative(noise_factor):
+    """A box is never drawn from a guess: every shown group's expected error is at most
+    INFORMATIVE × the error of a release that reads (almost) no data, and within the band."""
+    from dp_engine.sound.plan import INFORMATIVE, error_curves
+
+    scales = normal_scales([20, 80, 300, 3000])
+    plan = plan_groups("quantiles", noise_factor, scales, qs=(0.25, 0.5, 0.75))
+    free = error_curves("quantiles", np.full((4, 1), 1e-3), scales, qs=(0.25, 0.5, 0.75),
+                        n_candidates=plan.n_candidates)[1][:, 0]
+    lo, hi = band(noise_factor)
+    shown = plan.shown
+    assert (plan.expected_relative_error[shown] <= INFORMATIVE * free[shown] * 1.05).all()
+    assert (plan.expected_relative_error[shown] >= lo * (1 - 1e-9)).all()
+    assert (plan.expected_relative_error[shown] <= hi * (1 + 1e-9)).all()
+    assert all(r == WITHHELD_REASON for r, s in zip(plan.reasons, shown, strict=True) if not s)
+    if noise_factor == 0:
+        assert shown[-1]     # a large group is shown to the owner
