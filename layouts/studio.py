@@ -8,6 +8,7 @@ controls list public schema metadata (kind, bounds, categories). Wiring in
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -47,10 +48,17 @@ def _labelled(label: str, cid: str, control, help_text: str = "") -> html.Div:
     return html.Div(children, className="mb-2")
 
 
-def _hidden_label(text: str, control) -> html.Label:
-    """A control wrapped in a label whose text only screen readers read (table cells)."""
-    return html.Label([html.Span(text, className="visually-hidden"), control],
-                      className="w-100 mb-0")
+def dom_id(cid: str | dict) -> str:
+    """The DOM id Dash gives a component id (a pattern-matching dict: keys sorted)."""
+    return cid if isinstance(cid, str) else json.dumps(cid, sort_keys=True,
+                                                       separators=(",", ":"),
+                                                       ensure_ascii=False)
+
+
+def _hidden_label(text: str, control) -> html.Div:
+    """A control with a ``<label for>`` only screen readers read (table cells)."""
+    return html.Div([html.Label(text, htmlFor=dom_id(control.id), className="visually-hidden"),
+                     control])
 
 
 def guarantee(text: str) -> dbc.Alert:
