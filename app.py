@@ -23,6 +23,7 @@ from callbacks import ledger as ledger_callbacks
 from callbacks import login as login_routes
 from callbacks import publish as publish_callbacks
 from callbacks import shell as shell_callbacks
+from callbacks import studio as studio_callbacks
 from layouts import shell
 from services.config import AppConfig
 from services.container import Services, build_services
@@ -83,7 +84,7 @@ def create_app(config: AppConfig | Mapping[str, Any] | None = None, *,
 def register_callbacks(app: Dash, services: Services) -> None:
     """Every page's callbacks, bound to this app only."""
     for page in (shell_callbacks, explore_callbacks, data_callbacks, ledger_callbacks,
-                 anonymize_callbacks, publish_callbacks):
+                 anonymize_callbacks, publish_callbacks, studio_callbacks):
         page.register_callbacks(app, services)
 
 

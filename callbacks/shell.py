@@ -7,7 +7,7 @@ import logging
 
 from dash import Input, Output, State
 
-from callbacks import publish
+from callbacks import publish, studio
 from callbacks.ledger import page_view as ledger_page
 from layouts import anonymize, data, explore, ids, shell
 from services.container import Services
@@ -32,6 +32,8 @@ def page_for(services: Services, identity, path: str):
         return ledger_page(services, identity)
     if path == "/publish":
         return publish.publish_view(services, identity)
+    if path == "/release":
+        return studio.studio_view(services, identity)
     if path == "/anonymize":
         return anonymize.layout(services.registry, identity)
     return explore.layout(access.queryable(identity, services.registry.list()), identity)

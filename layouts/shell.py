@@ -14,6 +14,7 @@ PAGES: dict[str, tuple[str, Role]] = {
     "/ledger": ("Ledger", Role.OWNER),
     "/anonymize": ("Anonymize", Role.OWNER),
     "/publish": ("Publish", Role.OWNER),
+    "/release": ("Release", Role.THIRD_PARTY),
 }
 """Path -> (label, lowest role that may open it)."""
 

@@ -18,6 +18,7 @@ from services.ledger.policy import BudgetPolicy
 from services.ledger.store import Ledger
 from services.publish.service import PublishService
 from services.publish.store import PublishStore
+from services.studio.service import StudioService
 from services.views.releases import ReleaseService, new_rng_factory
 
 
@@ -36,6 +37,7 @@ class Services(Protocol):
     releases: ReleaseService
     identity: IdentitySource
     publish: PublishService
+    studio: StudioService
 
 
 class IdentityService:
@@ -55,6 +57,7 @@ class AppServices:
     releases: ReleaseService
     identity: IdentitySource
     publish: PublishService
+    studio: StudioService
 
 
 def user_role(name: str) -> Role | None:
@@ -82,4 +85,5 @@ def build_services(config: AppConfig, *, seed: int | None = None) -> AppServices
     releases = ReleaseService(registry, ledger, rng_factory=new_rng_factory(seed))
     publish = PublishService(PublishStore(ledger.db), ledger, releases, registry,
                              user_role=user_role)
-    return AppServices(config, registry, ledger, releases, IdentityService(), publish)
+    studio = StudioService(registry, ledger, rng_factory=new_rng_factory(seed))
+    return AppServices(config, registry, ledger, releases, IdentityService(), publish, studio)

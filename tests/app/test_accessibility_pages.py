@@ -16,6 +16,7 @@ from dash import dcc, html
 from callbacks.shell import page_for
 from layouts import accessible, shell
 from layouts.login import login_page
+from layouts.studio import dom_id
 from services.identity.roles import Role
 from services.identity.users import add_user
 
@@ -114,7 +115,7 @@ def test_every_control_in_every_page_has_a_label(explore_app):
                     and (isinstance(n, LABELLED) or type(n).__name__ in ("Input", "RadioItems"))
                     and getattr(n, "type", None) != "hidden"]
         assert controls or name == "shell", name
-        unlabelled = [n.id for n in controls if n.id not in label_for | grouped]
+        unlabelled = [n.id for n in controls if dom_id(n.id) not in label_for | grouped]
         assert unlabelled == [], (name, unlabelled)
 
 

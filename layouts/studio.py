@@ -1,0 +1,287 @@
+"""Release page (issue 15): a per-record DP copy of a table, its metrics, plots, model check,
+auto-tune and downloads; a slot for the central-DP synthetic copy.
+
+Layout only: every number shown comes from a run's outcome (``services.studio``); the
+controls list public schema metadata (kind, bounds, categories). Wiring in
+``callbacks.studio``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import dash_bootstrap_components as dbc
+from dash import dcc, html
+
+from dp_engine.release import Sensitivity, Technique, default_technique, techniques_for
+from dp_engine.schema import NUMERIC_KINDS, ColumnSpec, Schema
+from layouts import ids
+from layouts import studio_figures as figs
+from layouts.figures import fmt
+
+DEFAULT_EPSILON = 1.0
+OWNER_ONLY = ("Per-record copies are the data owner's only: they are local, not central, "
+              "differential privacy. Other roles may ask for the synthetic copy below once "
+              "it is available.")
+SYNTHETIC_SLOT = ("Synthetic copy (central DP): a synthetic table made with central "
+                  "differential privacy (protects adding or removing a patient), shown side by "
+                  "side with the per-record copy at the same total ε. Not available in this "
+                  "build yet.")
+METRICS = (("privacy_match", "Privacy Match %"), ("digimatch", "DigiMatch %"),
+           ("privacy_error", "Error %"), ("mean_original", "mean (original)"),
+           ("mean_dp", "mean (DP)"), ("std_original", "sd (original)"), ("std_dp", "sd (DP)"),
+           ("wasserstein", "Wasserstein"), ("ks", "KS"),
+           ("total_variation", "share distance"))
+
+
+def message(text: str | list, colour: str = "warning") -> dbc.Alert:
+    return dbc.Alert(text, color=colour, className="py-2 small")
+
+
+def _labelled(label: str, cid: str, control, help_text: str = "") -> html.Div:
+    children = [html.Label(label, htmlFor=cid, className="form-label fw-semibold small mb-1"),
+                control]
+    if help_text:
+        children.append(dbc.FormText(help_text))
+    return html.Div(children, className="mb-2")
+
+
+def dom_id(cid: str | dict) -> str:
+    """The DOM id Dash gives a component id (a pattern-matching dict: keys sorted)."""
+    return cid if isinstance(cid, str) else json.dumps(cid, sort_keys=True,
+                                                       separators=(",", ":"),
+                                                       ensure_ascii=False)
+
+
+def _hidden_label(text: str, control) -> html.Div:
+    """A control with a ``<label for>`` only screen readers read (table cells)."""
+    return html.Div([html.Label(text, htmlFor=dom_id(control.id), className="visually-hidden"),
+                     control])
+
+
+def guarantee(text: str) -> dbc.Alert:
+    return dbc.Alert([html.Strong("What this protects. "), text], color="info",
+                     className="small studio-guarantee")
+
+
+def synthetic_slot() -> dbc.Card:
+    """Where the integrator wires the central-DP synthetic copy (issue 15, beyond the paper)."""
+    return dbc.Card(dbc.CardBody([html.H2("Synthetic copy (central DP)", className="h6"),
+                                  html.P(SYNTHETIC_SLOT, className="small mb-0")]),
+                    id=ids.ST_SYNTHETIC, className="mb-3 studio-synthetic")
+
+
+def refusal(guarantee_text: str) -> html.Div:
+    """What a non-owner sees: why, the guarantee, the synthetic slot."""
+    return html.Div([html.H1("Release studio", className="h4"), message(OWNER_ONLY),
+                     guarantee(guarantee_text), synthetic_slot()], id=ids.ST_PAGE)
+
+
+def _public(spec: ColumnSpec) -> str:
+    """The column's public metadata as text: bounds and/or categories."""
+    parts = []
+    if spec.has_bounds:
+        parts.append(f"{fmt(float(spec.lower))} to {fmt(float(spec.upper))}")
+    if spec.categories:
+        cats = ", ".join(str(c) for c in spec.categories[:8])
+        parts.append(cats + (" …" if len(spec.categories) > 8 else ""))
+    return "; ".join(parts) or "—"
+
+
+def _column_row(spec: ColumnSpec) -> html.Tr:
+    name, label = spec.name, spec.display
+    options = [{"label": t.label, "value": t.value} for t in techniques_for(spec)]
+    cells = [html.Th(label, scope="row", className="small"),
+             html.Td(spec.kind.value.replace("_", " "), className="small"),
+             html.Td(_public(spec), className="small text-muted"),
+             html.Td(_hidden_label(f"Technique for {label}", dbc.Select(
+                 id={"type": ids.ST_TECH, "index": name}, options=options, size="sm",
+                 value=default_technique(spec).value, style={"minWidth": "13rem"})))]
+    uses_eps = any(t.uses_epsilon for t in techniques_for(spec))
+    cells.append(html.Td(_hidden_label(f"ε per cell for {label}", dbc.Input(
+        id={"type": ids.ST_EPS, "index": name}, type="number", min=0, step="any",
+        value=DEFAULT_EPSILON, size="sm", style={"width": "6rem"})) if uses_eps else "—"))
+    sens = [{"label": "public range", "value": Sensitivity.RANGE.value},
+            {"label": "1 (one unit)", "value": Sensitivity.ONE.value}]
+    cells.append(html.Td(_hidden_label(f"Sensitivity for {label}", dbc.Select(
+        id={"type": ids.ST_SENS, "index": name}, options=sens, size="sm",
+        value=Sensitivity.RANGE.value)) if spec.kind in NUMERIC_KINDS else "—"))
+    cells.append(html.Td(html.Div(id={"type": ids.ST_COLMSG, "index": name},
+                                  className="small text-danger", role="status")))
+    return html.Tr(cells)
+
+
+def column_controls(schema: Schema) -> html.Div:
+    """One row per column: public metadata, technique, ε, sensitivity, its message."""
+    head = ["column", "kind", "public bounds / categories", "technique", "ε per cell",
+            "sensitivity", "problem"]
+    return html.Div([
+        dbc.Table([html.Thead(html.Tr([html.Th(h, scope="col") for h in head])),
+                   html.Tbody([_column_row(c) for c in schema.columns])],
+                  size="sm", responsive=True, className="align-middle studio-columns"),
+        html.P(f"{Technique.KEEP.label}: the column is copied unchanged and is NOT private; "
+               "the report flags it. Sensitivity 1 only protects changes of at most one unit.",
+               className="small text-muted"),
+    ])
+
+
+def target_options(targets: Sequence[tuple[str, str]]) -> list[dict[str, str]]:
+    return [{"label": "no model check", "value": ""},
+            *[{"label": label, "value": name} for name, label in targets]]
+
+
+def _number(label: str, cid: str, value: float | None, help_text: str = "") -> dbc.Col:
+    return dbc.Col(_labelled(label, cid, dbc.Input(id=cid, type="number", min=0, step="any",
+                                                   value=value, size="sm"), help_text), md=2)
+
+
+def page(datasets: Sequence[tuple[str, str]], first: str, schema: Schema,
+         targets: Sequence[tuple[str, str]], guarantee_text: str) -> html.Div:
+    """The owner's Release page."""
+    tolerances = dbc.Row([
+        _number("Largest Error %", ids.ST_TOL_ERROR, 20.0),
+        _number("Largest KS distance", ids.ST_TOL_KS, 0.2),
+        _number("Largest correlation difference", ids.ST_TOL_CORR, 0.2),
+        _number("Smallest Privacy Match %", ids.ST_TOL_MATCH, None, "empty: not checked"),
+        _number("Auto-tune budget (total ε)", ids.ST_TUNE_BUDGET, 40.0,
+                "the sum of every try's ε per record"),
+    ], className="g-2")
+    return html.Div([
+        html.H1("Release studio", className="h4"),
+        guarantee(guarantee_text),
+        dbc.Row([
+            dbc.Col(_labelled("Dataset", ids.ST_DATASET, dbc.Select(
+                id=ids.ST_DATASET, value=first,
+                options=[{"label": t, "value": i} for i, t in datasets])), md=4),
+            dbc.Col(_labelled("Model check target (yes/no column)", ids.ST_TARGET, dbc.Select(
+                id=ids.ST_TARGET, value="", options=target_options(targets))), md=4),
+        ]),
+        html.Div(column_controls(schema), id=ids.ST_COLUMNS),
+        html.H2("Auto-tune tolerances", className="h6 mt-2"),
+        tolerances,
+        html.Div([
+            dbc.Button("Run", id=ids.ST_RUN, color="primary"),
+            dbc.Button("Auto-tune", id=ids.ST_TUNE, color="primary", outline=True),
+            dbc.Button("Download DP CSV", id=ids.ST_DL_CSV, color="secondary", disabled=True),
+            dbc.Button("Report (JSON)", id=ids.ST_DL_JSON, color="secondary", disabled=True),
+            dbc.Button("Report (HTML)", id=ids.ST_DL_HTML, color="secondary", disabled=True),
+        ], className="d-flex flex-wrap gap-2 my-3"),
+        dcc.Download(id=ids.ST_DOWNLOAD),
+        dcc.Store(id=ids.ST_LAST),
+        dcc.Loading(html.Div([html.Div(id=ids.ST_MESSAGE, role="status"),
+                              html.Div(id=ids.ST_TRAIL), html.Div(id=ids.ST_RESULTS)]),
+                    type="default"),
+        synthetic_slot(),
+    ], id=ids.ST_PAGE)
+
+
+# ---- results ---------------------------------------------------------------------------------
+
+def data_table(model: figs.Table, caption: str) -> dbc.Table:
+    header, rows = model
+    return dbc.Table([html.Caption(caption, className="small"),
+                      html.Thead(html.Tr([html.Th(h, scope="col") for h in header])),
+                      html.Tbody([html.Tr([html.Th(r[0], scope="row"),
+                                           *[html.Td(c) for c in r[1:]]]) for r in rows])],
+                     size="sm", bordered=True, responsive=True, className="small data-table")
+
+
+def _chart(fig: figs.Figure, table: figs.Table, caption: str, config: Mapping[str, Any],
+           md: int = 6) -> dbc.Col:
+    return dbc.Col([dcc.Graph(figure=fig, config=dict(config), className="studio-graph"),
+                    html.Details([html.Summary("Data table", className="small"),
+                                  data_table(table, caption)])], md=md)
+
+
+def _pct(v: Any) -> str:
+    return "–" if v is None else fmt(float(v))
+
+
+def metrics_table(metrics: Mapping[str, Any], labels: Mapping[str, str]) -> dbc.Table:
+    rows = [[labels.get(name, name), *[_pct(m.get(k)) for k, _ in METRICS]]
+            for name, m in metrics["columns"].items()]
+    overall = metrics["overall"]
+    rows.append(["all columns (mean)", _pct(overall.get("privacy_match")),
+                 _pct(overall.get("digimatch")), _pct(overall.get("privacy_error")),
+                 *["" for _ in METRICS[3:]]])
+    return data_table((["column", *[h for _, h in METRICS]], rows),
+                      "Privacy and utility per column: original vs DP copy")
+
+
+def model_table(model: Mapping[str, Any]) -> html.Div:
+    rows = [[who, *[fmt(model[key][k]) for k in ("precision", "recall", "accuracy", "auc")]]
+            for who, key in (("trained on original", "original"), ("trained on DP copy", "dp"))]
+    clusters = [[f"cluster {n + 1}", f"{100 * a:.1f} %", f"{100 * b:.1f} %"]
+                for n, (a, b) in enumerate(zip(model["cluster_original"], model["cluster_dp"],
+                                               strict=False))]
+    return html.Div([
+        html.H2(f"Model check: predicting {model['target']}", className="h6"),
+        data_table((["model", "precision", "recall", "accuracy", "ROC AUC"], rows),
+                   f"Logistic regression, tested on {model['test_rows']} held-out original "
+                   "rows"),
+        data_table((["k-means cluster", "original share", "DP copy share"], clusters),
+                   "Cluster shares (centres found on the original)"),
+        html.P(model.get("note") or "", className="small text-muted"),
+    ], className="studio-model")
+
+
+def run_summary(run_id: str, release_id: int, record_eps: float, kept: Sequence[str]) -> dbc.Alert:
+    text = [f"Run {run_id} recorded in the ledger as release #{release_id}: loss per record "
+            f"Σ ε = {fmt(record_eps)} (local DP, not central DP; outside the role budgets)."]
+    if kept:
+        text.append(html.Strong(f" Kept as is, NOT private: {', '.join(kept)}."))
+    return dbc.Alert(text, color="success", className="py-2 small")
+
+
+def results(run_text: dbc.Alert, metrics: Mapping[str, Any], summaries: Mapping[str, Any],
+            model: Mapping[str, Any] | None, model_note: str,
+            config: Mapping[str, Any]) -> html.Div:
+    """Metrics table, per-column plots with tables, correlation heatmaps, model check."""
+    labels = {n: c["label"] for n, c in summaries["columns"].items()}
+    charts: list = []
+    for item in summaries["columns"].values():
+        name = item["label"]
+        if "edges" in item:
+            charts += [_chart(figs.histogram(item), figs.histogram_table(item),
+                              f"{name}: rows per bin", config),
+                       _chart(figs.box(item), figs.box_table(item),
+                              f"{name}: five numbers", config)]
+        elif "shares_dp" in item:
+            charts.append(_chart(figs.pies(item), figs.pies_table(item),
+                                 f"{name}: category shares", config))
+    corr = summaries["corr"]
+    heat: list = []
+    if len(corr["names"]) >= 2:
+        sides = [s for s in ("original", "dp") if corr.get(s) is not None]
+        heat = [dbc.Row([dbc.Col(dcc.Graph(figure=figs.heatmap(corr, s), config=dict(config),
+                                           className="studio-graph"), md=6) for s in sides]),
+                html.Details([html.Summary("Data table", className="small"),
+                              data_table(figs.correlation_table(corr),
+                                         "Correlation of each pair: original vs DP copy")])]
+    parts = [run_text, html.H2("Metrics", className="h6"), metrics_table(metrics, labels),
+             html.P(f"Largest correlation difference: {fmt(metrics.get('corr_max_diff'))}",
+                    className="small"),
+             html.H2("Plots", className="h6"), dbc.Row(charts, className="g-2"), *heat]
+    if model:
+        parts.append(model_table(model))
+    elif model_note:
+        parts.append(message(model_note, "secondary"))
+    return html.Div(parts, className="studio-results")
+
+
+def trail(tries: Sequence[Mapping[str, Any]], stopped_message: str, spent: float) -> html.Div:
+    """The auto-tune trail: every try, its cost and what it missed."""
+    rows = [[str(n + 1), fmt(t["scale"]), fmt(t["cost"]), _pct(t["privacy_match"]),
+             _pct(t["privacy_error"]), _pct(t["ks"]), "met" if not t["failures"] else
+             "; ".join(t["failures"])] for n, t in enumerate(tries)]
+    return html.Div([
+        html.H2("Auto-tune trail", className="h6"),
+        data_table((["try", "ε × ", "cost (ε per record)", "Privacy Match %", "Error %",
+                     "largest KS", "tolerances"], rows),
+                   "Every try was a charged run, recorded in the ledger"),
+        message(f"{stopped_message} Spent ε = {fmt(spent)} per record over "
+                f"{len(tries)} tries.", "info"),
+    ], className="studio-trail")
+

@@ -1,0 +1,95 @@
+"""The Release page in a real headless Chromium (issue 15): the owner chooses techniques, runs,
+sees metrics and plots, auto-tunes, and downloads the DP CSV and both reports (the files on
+disk are read back)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select
+
+from layouts import ids
+from tests.e2e.test_explore_browser import DOCS, _click, _free_port
+
+pytestmark = pytest.mark.e2e
+PLOTS = ".studio-results .js-plotly-plot"
+
+
+def _pm(kind: str, column: str) -> str:
+    """The DOM id Dash gives a pattern-matching id (keys sorted, no spaces)."""
+    return json.dumps({"index": column, "type": kind}, separators=(",", ":"), sort_keys=True)
+
+
+def _select(driver, element_id: str, value: str) -> None:
+    element = driver.execute_script("return document.getElementById(arguments[0]);", element_id)
+    Select(element).select_by_value(value)
+
+
+def _file(folder: Path, suffix: str, timeout: float = 30) -> Path:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        done = [p for p in folder.glob(f"*{suffix}") if p.stat().st_size > 0]
+        if done:
+            return done[0]
+        time.sleep(0.2)
+    raise AssertionError(f"no *{suffix} was downloaded to {folder}")
+
+
+def test_owner_runs_tunes_and_downloads_a_per_record_copy(dash_duo, tmp_path):
+    from app import create_app
+
+    app = create_app({"data_dir": tmp_path / "var"}, seed=11)
+    dash_duo.start_server(app, navigate=False, port=_free_port())
+    driver, base = dash_duo.driver, dash_duo.server.url.rstrip("/")
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
+    driver.execute_cdp_cmd("Page.setDownloadBehavior",
+                           {"behavior": "allow", "downloadPath": str(downloads)})
+    driver.get(base + "/release")
+    dash_duo.wait_for_element(f"#{ids.ST_RUN}", timeout=30)
+
+    # choose techniques: Laplace with sensitivity 1 for the lesions, drop the patient id
+    _select(driver, _pm(ids.ST_TECH, "Number_of_Lesions"), "laplace")
+    _select(driver, _pm(ids.ST_SENS, "Number_of_Lesions"), "one")
+    _select(driver, _pm(ids.ST_TECH, "Anonym_ID"), "drop")
+    _select(driver, ids.ST_TARGET, "BPH")
+    _click(dash_duo, f"#{ids.ST_RUN}")
+    dash_duo.wait_for_contains_text(f"#{ids.ST_RESULTS}", "Privacy Match %", timeout=90)
+    dash_duo.wait_for_contains_text(f"#{ids.ST_RESULTS}", "Model check", timeout=10)
+    types = json.loads(driver.execute_script(
+        "return JSON.stringify([...document.querySelectorAll(arguments[0])]"
+        ".map(g => (g.data || []).map(t => t.type)).flat());", PLOTS))
+    assert {"bar", "box", "pie", "heatmap"} <= set(types)
+    n_graphs = len(driver.find_elements(By.CSS_SELECTOR, PLOTS))
+    assert len(driver.find_elements(By.CSS_SELECTOR, ".studio-results caption")) >= n_graphs
+    driver.execute_script("document.getElementById(arguments[0]).scrollIntoView();",
+                          ids.ST_RESULTS)
+    time.sleep(0.5)    # let the plots settle before the screenshot
+    driver.save_screenshot(str(DOCS / "release-studio.png"))
+
+    # downloads: the DP CSV (no dropped column, every row) and the two reports
+    _click(dash_duo, f"#{ids.ST_DL_CSV}")
+    frame = pd.read_csv(_file(downloads, ".csv"))
+    assert "Anonym_ID" not in frame.columns and len(frame) == 920
+    assert frame["Age"].between(20, 100).all()
+    _click(dash_duo, f"#{ids.ST_DL_JSON}")
+    rep = json.loads(_file(downloads, ".json").read_text())
+    lesions = next(c for c in rep["columns"] if c["column"] == "Number_of_Lesions")
+    assert lesions["technique"] == "laplace" and lesions["sensitivity"] == 1.0
+    assert rep["central_dp"] is False and rep["model_check"]["target"] == "BPH"
+    _click(dash_duo, f"#{ids.ST_DL_HTML}")
+    assert "Release report" in _file(downloads, ".html").read_text()
+
+    # auto-tune: a KS tolerance of 0 is never met, so it stops on the budget with its trail
+    ks = driver.find_element(By.ID, ids.ST_TOL_KS)
+    ks.clear()
+    ks.send_keys("0")
+    _click(dash_duo, f"#{ids.ST_TUNE}")
+    dash_duo.wait_for_contains_text(f"#{ids.ST_TRAIL}", "Auto-tune trail", timeout=120)
+    rows = driver.find_elements(By.CSS_SELECTOR, f"#{ids.ST_TRAIL} tbody tr")
+    assert len(rows) >= 1 and "budget" in driver.find_element(By.ID, ids.ST_TRAIL).text
