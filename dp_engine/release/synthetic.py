@@ -130,11 +130,19 @@ def encode_column(values: pd.Series, attr: Attribute, spec: ColumnSpec) -> np.nd
         idx = np.clip(idx, 0, missing - 1)
         return np.where(np.isfinite(x), idx, missing).astype(np.intp)
     assert attr.categories is not None
-    lookup = {str(c): i for i, c in enumerate(attr.categories)}
-    other = lookup.get(str(spec.other_level), missing) if spec.other_level else missing
-    text = values.astype(object)
-    return np.fromiter((missing if pd.isna(v) else lookup.get(str(v), other) for v in text),
-                       dtype=np.intp, count=len(text))
+    exact = {c: i for i, c in enumerate(attr.categories)}      # 6.0 finds 6, as == does
+    by_text = {str(c): i for i, c in enumerate(attr.categories)}
+    other = by_text.get(str(spec.other_level), missing) if spec.other_level else missing
+    codes, uniques = pd.factorize(values.astype(object), use_na_sentinel=True)
+
+    def level(u: Any) -> int:
+        try:
+            return exact[u]
+        except (KeyError, TypeError):
+            return by_text.get(str(u), other)
+
+    table = np.array([level(u) for u in uniques] + [missing], dtype=np.intp)
+    return table[np.where(codes < 0, len(uniques), codes)]
 
 
 def encode(frame: pd.DataFrame, schema: Schema, domain: SynthDomain) -> np.ndarray:

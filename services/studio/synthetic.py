@@ -131,6 +131,19 @@ def synthetic_metrics(original: pd.DataFrame, synthetic: pd.DataFrame, schema: S
     return table_metrics(original, synthetic, kinds, categories=cats, paired=False)
 
 
+def make_copy(frame: pd.DataFrame, schema: Schema, domain: SynthDomain, plan: MSTPlan,
+              rng: np.random.Generator, *,
+              iters: int = pgm.ITERS) -> tuple[pd.DataFrame, Measurements]:
+    """MST's measurements of ``frame`` (at most k rows per patient) and the sampled table.
+
+    Spends ``plan.epsilon``: call it only inside the ledger's door (or on public benchmark
+    data)."""
+    rows, _ = bounded_rows(frame, schema)
+    m = measure_mst(encode(rows, schema, domain), domain, plan, rng)
+    codes = pgm.synthesize_codes(m, rng, iters=iters)
+    return decode(codes, schema, domain, rng), m
+
+
 class SyntheticStudio:
     """Makes synthetic copies for any authenticated role, charged to that role."""
 
@@ -159,10 +172,9 @@ class SyntheticStudio:
         held: dict[str, Any] = {}
 
         def compute(_eps, rng: np.random.Generator) -> Release:
-            rows, _ = bounded_rows(ds.frame, ds.schema)
-            m = measure_mst(encode(rows, ds.schema, domain), domain, plan, rng)
-            codes = pgm.synthesize_codes(m, rng, iters=self.iters)
-            held["m"], held["frame"] = m, decode(codes, ds.schema, domain, rng)
+            held["frame"], m = make_copy(ds.frame, ds.schema, domain, plan, rng,
+                                         iters=self.iters)
+            held["m"] = m
             return Release(statistic="studio synthetic copy", value=[], epsilon=charged,
                            mechanism=MECHANISM, sensitivity=float(k),
                            params={"rows": m.rows, "columns": list(domain.names),
