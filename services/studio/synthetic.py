@@ -92,6 +92,17 @@ class SyntheticResult:
     def rows(self) -> int:
         return len(self.frame)
 
+    def summary(self, model: ModelCheck | None = None) -> dict[str, Any]:
+        """For the release report's ``synthetic`` part: the public answer, and the owner's
+        metrics and model check when there are any."""
+        from services.studio.service import metrics_dict
+
+        out = dict(self.answer)
+        out["ledger_release_id"] = self.served.release_id
+        out["metrics"] = metrics_dict(self.metrics) if self.metrics is not None else None
+        out["model_check"] = model.to_dict() if model is not None else None
+        return out
+
     @property
     def targets(self) -> list[str]:
         """Columns the model check can predict (booleans and two-category columns)."""

@@ -15,6 +15,7 @@ from dp_engine.release.synthetic import encode, marginal, synth_domain
 from services.identity.roles import Role
 from services.identity.session import Identity
 from services.studio.accounting import opendp_epsilon
+from services.studio.report import report
 
 OWNER = Identity("olga", Role.OWNER, True)
 COLLAB = Identity("carl", Role.COLLABORATOR, True)
@@ -112,3 +113,8 @@ def test_model_check_for_the_owner(services, owner_copy):
     mc = services.studio.synthetic_model_check(OWNER, owner_copy, "BPH")
     assert mc.test_rows == int(0.3 * 920) and "optimistic" in mc.note
     assert 0 <= mc.dp.accuracy <= 1 and 0 <= mc.original.auc <= 1
+    rep = report(owner_copy.answer | {"choices": [], "metrics": {}}, dataset="pirads",
+                 release_id=None, synthetic=owner_copy.summary(mc))
+    assert rep["synthetic"]["epsilon"] == owner_copy.epsilon
+    assert rep["synthetic"]["model_check"]["target"] == "BPH"
+    assert rep["synthetic"]["metrics"]["columns"]["Age"]["privacy_match"] is None   # NaN
