@@ -103,7 +103,8 @@ def attribute_of(spec: ColumnSpec) -> Attribute | str:
 
 def synth_domain(schema: Schema, columns: Sequence[str] | None = None) -> SynthDomain:
     """The synthetic copy's domain from the public schema (``columns``: a subset, in order)."""
-    names = list(columns) if columns is not None else [c.name for c in schema.columns]
+    names = (list(dict.fromkeys(columns)) if columns is not None
+             else [c.name for c in schema.columns])
     attrs, skipped = [], {}
     for name in names:
         if name == schema.patient_column:

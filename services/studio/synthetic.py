@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from dp_engine.errors import DPError
+from dp_engine.errors import DPError, InvalidEpsilonError
 from dp_engine.release import TableMetrics, table_metrics
 from dp_engine.release.synthetic import (
     FRACTIONS,
@@ -116,9 +116,10 @@ def check_epsilon(epsilon: Any) -> float:
     try:
         eps = float(epsilon)
     except (TypeError, ValueError):
-        raise DPError("Enter ε as a number, e.g. 1.") from None
+        raise InvalidEpsilonError("Enter ε as a number, e.g. 1.") from None
     if not (0 < eps <= MAX_EPSILON):
-        raise DPError(f"ε must be above 0 and at most {MAX_EPSILON:g} (got {epsilon!r}).")
+        raise InvalidEpsilonError(f"ε must be above 0 and at most {MAX_EPSILON:g} "
+                                  f"(got {epsilon!r}).")
     return eps
 
 

@@ -101,6 +101,16 @@ def test_bad_epsilon_charges_nothing(services, eps):
     assert services.ledger.count_releases() == n
 
 
+@pytest.mark.parametrize(("columns", "message"), [(["nope"], "no column named"),
+                                                  (["Anonym_ID", "LastModified"],
+                                                   "No column can be synthesized")])
+def test_bad_columns_charge_nothing(services, columns, message):
+    n = services.ledger.count_releases()
+    with pytest.raises(DPError, match=message):
+        services.studio.synthesize(COLLAB, "pirads", 1.0, columns=columns)
+    assert services.ledger.count_releases() == n
+
+
 def test_over_budget_is_refused_and_charges_nothing(services):
     third = Identity("tess", Role.THIRD_PARTY, True)
     with pytest.raises(DPError):

@@ -52,6 +52,10 @@ def test_domain_from_schema_only():
     assert flag.categories == (False, True) and dept.size == 4
 
 
+def test_columns_subset_in_order_without_repeats():
+    assert synth_domain(SCHEMA, ["flag", "age", "flag"]).names == ("flag", "age")
+
+
 def test_no_column_is_a_clear_error():
     with pytest.raises(DPError, match="No column can be synthesized"):
         synth_domain(SCHEMA, ["note", "id"])
