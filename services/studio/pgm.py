@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from dp_engine.errors import DPError
 from dp_engine.release.synthetic import Measurements
 
 ITERS = 1000
@@ -32,6 +33,17 @@ def _mbi() -> Any:
         warnings.simplefilter("ignore")
         import mbi
     return mbi
+
+
+def require() -> None:
+    """A clear message, before anything is charged, when the studio extra is not installed."""
+    from importlib.util import find_spec
+
+    missing = [name for name in ("mbi", "opendp") if find_spec(name) is None]
+    if missing:
+        raise DPError("Synthetic copies are not installed on this server (missing: "
+                      f"{', '.join(missing)}); ask the administrator to install the "
+                      "'studio' extra: pip install -e '.[studio]'.")
 
 
 def library_versions() -> dict[str, str]:

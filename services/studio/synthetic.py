@@ -171,6 +171,7 @@ class SyntheticStudio:
         """A synthetic copy at total ε through the ledger's door (see the module doc)."""
         if not getattr(identity, "authenticated", False):
             raise DPError("Sign in to request a synthetic copy.")
+        pgm.require()
         owner = access.is_owner(identity)
         ds = self.registry.get(str(dataset_id), owner=owner)
         eps = check_epsilon(epsilon)

@@ -128,3 +128,15 @@ def test_model_check_for_the_owner(services, owner_copy):
     assert rep["synthetic"]["epsilon"] == owner_copy.epsilon
     assert rep["synthetic"]["model_check"]["target"] == "BPH"
     assert rep["synthetic"]["metrics"]["columns"]["Age"]["privacy_match"] is None   # NaN
+
+
+def test_missing_libraries_are_a_clear_message(services, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "mbi" else real(name, *a))
+    n = services.ledger.count_releases()
+    with pytest.raises(DPError, match="studio"):
+        services.studio.synthesize(COLLAB, "pirads", 1.0)
+    assert services.ledger.count_releases() == n
