@@ -164,29 +164,29 @@ class ColumnMetrics:
                 "std_dp": self.std_dp, "shares_dp": dict(self.shares_dp)}
 
 
-def numeric_metrics(name: str, original: Any, dp: Any, *, decimals: int = 0) -> ColumnMetrics:
-    """Privacy and utility metrics of a numeric column."""
+def numeric_metrics(name: str, original: Any, dp: Any, *, decimals: int = 0,
+                    paired: bool = True) -> ColumnMetrics:
+    """Privacy and utility metrics of a numeric column (``paired=False``: the rows of the
+    copy are not the original's, as in a synthetic table: the row-by-row metrics are NaN)."""
     a, b = _floats(original), _floats(dp)
     x, y = a[np.isfinite(a)], b[np.isfinite(b)]
     mo, so = _moments(x)
     md, sd = _moments(y)
     w1, ks = cdf_distances(x, y) if x.size and y.size else (math.nan, math.nan)
-    return ColumnMetrics(
-        name, "numeric",
-        privacy_match=privacy_match(a, b, decimals=decimals),
-        digimatch=digimatch(a, b, decimals=decimals),
-        privacy_error=privacy_error(a, b),
-        mean_original=mo, mean_dp=md, std_original=so, std_dp=sd, wasserstein=w1, ks=ks,
-    )
+    by_row = {"privacy_match": privacy_match(a, b, decimals=decimals),
+              "digimatch": digimatch(a, b, decimals=decimals),
+              "privacy_error": privacy_error(a, b)} if paired else {}
+    return ColumnMetrics(name, "numeric", **by_row, mean_original=mo, mean_dp=md,
+                         std_original=so, std_dp=sd, wasserstein=w1, ks=ks)
 
 
 def categorical_metrics(name: str, original: Any, dp: Any,
-                        categories: Sequence[Any]) -> ColumnMetrics:
+                        categories: Sequence[Any], *, paired: bool = True) -> ColumnMetrics:
     """Privacy Match (the paper's mismatch %), shares and their total variation distance."""
     ca, cb = category_codes(original, categories), category_codes(dp, categories)
     present = pd.Series(original).notna().to_numpy()
     match = math.nan
-    if present.any():
+    if paired and present.any():
         match = 100.0 * (1.0 - np.count_nonzero((ca == cb) & (ca >= 0) & present)
                          / np.count_nonzero(present))
     k = len(categories)
@@ -205,12 +205,15 @@ def text_metrics(name: str, original: Any, dp: Any) -> ColumnMetrics:
 
 
 def column_metrics(name: str, original: Any, dp: Any, *, kind: str,
-                   categories: Sequence[Any] = (), decimals: int = 0) -> ColumnMetrics:
+                   categories: Sequence[Any] = (), decimals: int = 0,
+                   paired: bool = True) -> ColumnMetrics:
     """Dispatch by ``kind``: "numeric", "categorical" or "text"."""
     if kind == "numeric":
-        return numeric_metrics(name, original, dp, decimals=decimals)
+        return numeric_metrics(name, original, dp, decimals=decimals, paired=paired)
     if kind == "categorical":
-        return categorical_metrics(name, original, dp, categories)
+        return categorical_metrics(name, original, dp, categories, paired=paired)
+    if not paired:
+        return ColumnMetrics(name, "text")
     return text_metrics(name, original, dp)
 
 
@@ -258,11 +261,14 @@ class TableMetrics:
 
 def table_metrics(original: pd.DataFrame, dp: pd.DataFrame, kinds: Mapping[str, str], *,
                   categories: Mapping[str, Sequence[Any]] | None = None,
-                  decimals: Mapping[str, int] | None = None) -> TableMetrics:
-    """Metrics of every column of ``dp`` (same names in ``original``) and the correlations."""
+                  decimals: Mapping[str, int] | None = None,
+                  paired: bool = True) -> TableMetrics:
+    """Metrics of every column of ``dp`` (same names in ``original``) and the correlations;
+    ``paired=False`` for a table whose rows are not the original's (synthetic)."""
     categories, decimals = categories or {}, decimals or {}
     cols = {n: column_metrics(n, original[n], dp[n], kind=kinds[n],
-                              categories=categories.get(n, ()), decimals=decimals.get(n, 0))
+                              categories=categories.get(n, ()), decimals=decimals.get(n, 0),
+                              paired=paired)
             for n in dp.columns}
     numeric = [n for n in dp.columns if kinds[n] == "numeric"]
     if len(numeric) < 2:

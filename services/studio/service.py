@@ -15,7 +15,7 @@ import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -46,7 +46,12 @@ from services.identity.roles import Role
 from services.ledger.plan import ReleaseKey, ReleasePlan
 from services.ledger.records import Served
 from services.ledger.store import Ledger
+from services.studio import pgm
 from services.studio.outcomes import Outcome, RecentOutcomes, outcome
+
+if TYPE_CHECKING:
+    from services.studio.model_check import ModelCheck
+    from services.studio.synthetic import SyntheticResult
 
 MECHANISM = "Studio per-record copy (local DP, not central DP)"
 CHANNEL = "studio"
@@ -144,9 +149,28 @@ class StudioService:
         self.ledger = ledger
         self._rng_factory = rng_factory
         self.recent = RecentOutcomes()
+        self.synthetic_iters = pgm.ITERS   # mbi's mirror-descent iterations (tests: fewer)
 
     def _rng(self) -> np.random.Generator:
         return as_generator(self._rng_factory())
+
+    def synthesize(self, identity, dataset_id: str, epsilon: Any, *,
+                   columns: Sequence[str] | None = None) -> SyntheticResult:
+        """A central-DP synthetic copy at total ε: any signed-in role, charged to its budget
+        (see ``services.studio.synthetic``)."""
+        from services.studio.synthetic import SyntheticStudio
+
+        studio = SyntheticStudio(self.registry, self.ledger, self._rng,
+                                 iters=self.synthetic_iters)
+        return studio.synthesize(identity, dataset_id, epsilon, columns=columns)
+
+    def synthetic_model_check(self, identity, result: SyntheticResult,
+                              target: str) -> ModelCheck:
+        """Model check of a synthetic copy against held-out original rows (owner only)."""
+        from services.studio.synthetic import SyntheticStudio
+
+        return SyntheticStudio(self.registry, self.ledger, self._rng).model_check(
+            identity, result, target)
 
     def problems(self, identity, dataset_id: str,
                  choices: Sequence[ColumnChoice]) -> dict[str, str]:
