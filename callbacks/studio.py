@@ -15,7 +15,6 @@ from typing import Any
 
 from dash import ALL, Input, Output, State, ctx, dcc, no_update
 
-from callbacks.explore import GRAPH_CONFIG
 from dp_engine.errors import DPError
 from dp_engine.release import ColumnChoice, Sensitivity, Technique, Tolerances
 from dp_engine.release.techniques import ColumnProblemsError
@@ -28,8 +27,6 @@ from services.studio.report import dp_csv, report_html, report_json
 from services.studio.service import GUARANTEE
 
 log = logging.getLogger(__name__)
-CONFIG = {**GRAPH_CONFIG, "modeBarButtonsToRemove": [
-    *GRAPH_CONFIG.get("modeBarButtonsToRemove", []), "sendDataToCloud", "editInChartStudio"]}
 FIX_BELOW = "Nothing was run or charged: fix the columns marked below."
 GONE = ("This run is no longer kept on the server (only your last few are); run it again for "
         "a new copy.")
@@ -112,7 +109,7 @@ def _shown(item) -> Any:
     text = layout.run_summary(run.run_id, run.served.release_id, run.record_epsilon,
                               list(run.copy.kept))
     return layout.results(text, run.answer["metrics"], item.summaries, item.model,
-                          item.model_note, CONFIG)
+                          item.model_note)
 
 
 def _trail(result) -> Any:

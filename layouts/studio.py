@@ -20,6 +20,7 @@ from dp_engine.schema import NUMERIC_KINDS, ColumnSpec, Schema
 from layouts import ids
 from layouts import studio_figures as figs
 from layouts.figures import fmt
+from layouts.graph_config import GRAPH_CONFIG
 
 DEFAULT_EPSILON = 1.0
 OWNER_ONLY = ("Per-record copies are the data owner's only: they are local, not central, "
@@ -163,7 +164,7 @@ def page(datasets: Sequence[tuple[str, str]], first: str, schema: Schema,
         tolerances,
         html.Div([
             dbc.Button("Run", id=ids.ST_RUN, color="primary"),
-            dbc.Button("Auto-tune", id=ids.ST_TUNE, color="primary", outline=True),
+            dbc.Button("Auto-tune", id=ids.ST_TUNE, color="dark", outline=True),
             dbc.Button("Download DP CSV", id=ids.ST_DL_CSV, color="secondary", disabled=True),
             dbc.Button("Report (JSON)", id=ids.ST_DL_JSON, color="secondary", disabled=True),
             dbc.Button("Report (HTML)", id=ids.ST_DL_HTML, color="secondary", disabled=True),
@@ -188,9 +189,8 @@ def data_table(model: figs.Table, caption: str) -> dbc.Table:
                      size="sm", bordered=True, responsive=True, className="small data-table")
 
 
-def _chart(fig: figs.Figure, table: figs.Table, caption: str, config: Mapping[str, Any],
-           md: int = 6) -> dbc.Col:
-    return dbc.Col([dcc.Graph(figure=fig, config=dict(config), className="studio-graph"),
+def _chart(fig: figs.Figure, table: figs.Table, caption: str, md: int = 6) -> dbc.Col:
+    return dbc.Col([dcc.Graph(figure=fig, config=GRAPH_CONFIG, className="studio-graph"),
                     html.Details([html.Summary("Data table", className="small"),
                                   data_table(table, caption)])], md=md)
 
@@ -236,8 +236,7 @@ def run_summary(run_id: str, release_id: int, record_eps: float, kept: Sequence[
 
 
 def results(run_text: dbc.Alert, metrics: Mapping[str, Any], summaries: Mapping[str, Any],
-            model: Mapping[str, Any] | None, model_note: str,
-            config: Mapping[str, Any]) -> html.Div:
+            model: Mapping[str, Any] | None, model_note: str) -> html.Div:
     """Metrics table, per-column plots with tables, correlation heatmaps, model check."""
     labels = {n: c["label"] for n, c in summaries["columns"].items()}
     charts: list = []
@@ -245,17 +244,17 @@ def results(run_text: dbc.Alert, metrics: Mapping[str, Any], summaries: Mapping[
         name = item["label"]
         if "edges" in item:
             charts += [_chart(figs.histogram(item), figs.histogram_table(item),
-                              f"{name}: rows per bin", config),
+                              f"{name}: rows per bin"),
                        _chart(figs.box(item), figs.box_table(item),
-                              f"{name}: five numbers", config)]
+                              f"{name}: five numbers")]
         elif "shares_dp" in item:
             charts.append(_chart(figs.pies(item), figs.pies_table(item),
-                                 f"{name}: category shares", config))
+                                 f"{name}: category shares"))
     corr = summaries["corr"]
     heat: list = []
     if len(corr["names"]) >= 2:
         sides = [s for s in ("original", "dp") if corr.get(s) is not None]
-        heat = [dbc.Row([dbc.Col(dcc.Graph(figure=figs.heatmap(corr, s), config=dict(config),
+        heat = [dbc.Row([dbc.Col(dcc.Graph(figure=figs.heatmap(corr, s), config=GRAPH_CONFIG,
                                            className="studio-graph"), md=6) for s in sides]),
                 html.Details([html.Summary("Data table", className="small"),
                               data_table(figs.correlation_table(corr),

@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from services.ledger.reports import cell
+from services.csv_safe import cell
 
 
 def dp_csv(frame: pd.DataFrame) -> str:

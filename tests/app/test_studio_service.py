@@ -99,9 +99,10 @@ def test_report_and_csv(services):
     json.dumps(rep, allow_nan=False)                     # strict JSON
     page = report_html(rep)
     assert "not central differential privacy" in page.lower() and "<script" not in page
-    csv = dp_csv(pd.DataFrame({"=x": ["=cmd()", "+1", "ok", "@a", None], "n": [-1, 2, 3, 4, 5]}))
+    csv = dp_csv(pd.DataFrame({"=x": ["=cmd()", "+1+cmd", "ok", "@a", None],
+                               "n": [-1, 2, 3, 4, 5]}))
     assert csv.splitlines()[0] == "'=x,n"
-    assert "'=cmd()" in csv and "'+1" in csv and "'@a" in csv and "\n-1" not in csv
+    assert "'=cmd()" in csv and "'+1+cmd" in csv and "'@a" in csv and "\n-1" not in csv
     assert ",-1" in csv                                  # numbers stay numbers
 
 

@@ -27,7 +27,8 @@ AXE = Path(__file__).resolve().parents[2] / ".venv" / "axe" / "node_modules" / "
 PASSWORD = "a long enough password"
 USERS = {"olga": "owner", "carl": "collaborator", "tina": "third_party"}
 MARKERS = {"/": GRAPH, "/data": f"#{ids.DATA_UPLOAD}", "/ledger": f"#{ids.LEDGER_TABLE}",
-           "/anonymize": f"#{ids.AN_RUN}", "/publish": f"#{ids.PUB_TITLE}"}
+           "/anonymize": f"#{ids.AN_RUN}", "/publish": f"#{ids.PUB_TITLE}",
+           "/release": f"#{ids.ST_RUN}"}
 AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa", "best-practice"]
 BLOCKING = {"serious", "critical"}
 
@@ -67,6 +68,8 @@ def _open(dash_duo, base: str, path: str, owner: bool) -> None:
     dash_duo.driver.get(base + path)
     if owner or path == "/":
         dash_duo.wait_for_element(MARKERS[path], timeout=60)
+    elif path == "/release":   # open to all; per-record copies are the owner's only
+        dash_duo.wait_for_contains_text(f"#{ids.PAGE}", "data owner's only", timeout=30)
     else:
         dash_duo.wait_for_contains_text(f"#{ids.PAGE}", "for the data owner", timeout=30)
     dash_duo.wait_for_element(f"#{ids.NAV} a", timeout=30)
