@@ -1,5 +1,8 @@
-"""Long studio runs in the background: a small job runner over a process-wide thread pool.
+"""Long studio runs in the background: a small job runner, at most ``WORKERS`` at a time.
 
+Each job gets its own daemon thread that waits for one of ``WORKERS`` process-wide slots
+(a semaphore): like a thread pool, but a worker thread that dies (killed, or its server
+stopped) never leaves the queue stuck, as a pool's dead workers are not replaced.
 The page submits a job and gets its token at once; the job's state (queued, running with a
 progress fraction and text, done with its result, or error with a message) lives in the
 ``RunStore``, which every worker reads, so the page's polls may land on any worker. The work
@@ -13,7 +16,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from dp_engine.errors import DPError
@@ -29,17 +31,7 @@ UPDATE_EVERY = 0.25
 Progress = Callable[[float, str], None]
 Work = Callable[[Progress], tuple[dict[str, Any], str | None]]
 
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def pool() -> ThreadPoolExecutor:
-    """The process's studio thread pool (created on first use)."""
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="studio-job")
-        return _pool
+_slots = threading.BoundedSemaphore(WORKERS)
 
 
 def _reporter(store: RunStore, user: str, token: str) -> Progress:
@@ -56,7 +48,7 @@ def _reporter(store: RunStore, user: str, token: str) -> Progress:
 
 
 def run_job(store: RunStore, user: str, token: str, work: Work) -> None:
-    """Run ``work`` and record its result or its failure (what the pool executes)."""
+    """Run ``work`` and record its result or its failure (what a job's thread executes)."""
     store.update(user, token, state="running", progress=0.01, text="Starting…")
     try:
         result, csv = work(_reporter(store, user, token))
@@ -72,5 +64,10 @@ def run_job(store: RunStore, user: str, token: str, work: Work) -> None:
 def submit(store: RunStore, user: str, kind: str, work: Work) -> str:
     """Queue ``work`` for ``user``; returns the token the page polls and downloads by."""
     token = store.new(user, kind)
-    pool().submit(run_job, store, user, token, work)
+
+    def slot() -> None:
+        with _slots:
+            run_job(store, user, token, work)
+
+    threading.Thread(target=slot, name=f"studio-job-{token[:8]}", daemon=True).start()
     return token

@@ -67,7 +67,7 @@ def test_a_failed_job_is_a_message(store, error, text):
     assert record["state"] == "error" and record["text"] == text and "boom" not in record["text"]
 
 
-def test_a_job_runs_in_the_pool_and_reports_its_result(store):
+def test_a_job_runs_in_the_background_and_reports_its_result(store):
     token = jobs.submit(store, "ann", "record", lambda progress: ({"run_id": "r"}, "c\n1\n"))
     for _ in range(200):
         if store.get("ann", token)["state"] == "done":
