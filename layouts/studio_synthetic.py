@@ -60,7 +60,7 @@ def _owner_controls(targets: Sequence[tuple[str, str]]) -> dbc.Row:
                          className="mb-2"), md=4),
         dbc.Col(html.Fieldset([html.Legend("Comparison (owner only)",
                                            className="form-label fw-semibold small mb-1"),
-                               compare], className="mb-2"), md=8),
+                               html.Div(compare)], className="mb-2"), md=8),
     ])
 
 
