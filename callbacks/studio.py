@@ -1,20 +1,23 @@
 """Release page callbacks: identity from the server session, untrusted form values checked,
 then ``StudioService`` (which charges every run through the ledger's one door).
 
-A non-owner is refused before anything runs; bad input comes back as a message next to its
-column and nothing is charged. Downloads are read from the owner's recent runs on the server
-by run id (the browser only holds that id).
+A per-record run is the owner's only: a non-owner is refused before anything runs; bad input
+comes back as a message next to its column and nothing is charged. A valid run is queued as a
+background job (``services.studio.jobs``); an Interval polls its progress and draws it when it
+is done. Downloads are read from the user's runs on the server by the job's token (the
+browser only holds that token). The synthetic copy's callbacks: ``callbacks.studio_synthetic``.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import re
 from typing import Any
 
-from dash import ALL, Input, Output, State, ctx, dcc, no_update
+from dash import ALL, Input, Output, State, ctx, no_update
 
+from callbacks import studio_synthetic
+from callbacks.studio_jobs import poll_view, send
 from dp_engine.errors import DPError
 from dp_engine.release import ColumnChoice, Sensitivity, Technique, Tolerances
 from dp_engine.release.techniques import ColumnProblemsError
@@ -22,30 +25,27 @@ from layouts import ids
 from layouts import studio as layout
 from services.container import Services
 from services.identity import access
-from services.studio.model_check import binary_targets
-from services.studio.report import dp_csv, report_html, report_json
 from services.studio.service import GUARANTEE
 
 log = logging.getLogger(__name__)
 FIX_BELOW = "Nothing was run or charged: fix the columns marked below."
-GONE = ("This run is no longer kept on the server (only your last few are); run it again for "
-        "a new copy.")
+PROGRESS_NAME = "Progress of the per-record copy"
+_targets = studio_synthetic.targets
 
 
 def studio_view(services: Services, identity):
-    """The Release page for ``identity`` (owners only get the controls)."""
-    if not access.is_owner(identity):
-        return layout.refusal(GUARANTEE)
-    datasets = services.registry.list()
+    """The Release page for ``identity``: the synthetic copy for every role, the per-record
+    controls for the owner only."""
+    datasets = access.queryable(identity, services.registry.list())
     if not datasets:
-        return layout.message("No dataset is loaded yet; add one on the Data page.", "info")
+        return layout.message("No dataset is available yet; the data owner adds them on the "
+                              "Data page.", "info")
+    synthetic = studio_synthetic.section(services, identity, datasets)
+    if not access.is_owner(identity):
+        return layout.non_owner_page(synthetic)
     first = datasets[0]
     return layout.page([(d.id, d.title or d.id) for d in datasets], first.id, first.schema,
-                       _targets(first.schema), GUARANTEE)
-
-
-def _targets(schema) -> list[tuple[str, str]]:
-    return [(n, schema.column(n).display) for n in binary_targets(schema, schema.names)]
+                       _targets(first.schema), GUARANTEE, synthetic)
 
 
 def _number(v: Any) -> float | None:
@@ -104,31 +104,29 @@ def _column_messages(problems: dict[str, str]) -> list[str]:
     return [problems.get(n, "") for n in names]
 
 
-def _shown(item) -> Any:
-    run = item.run
-    text = layout.run_summary(run.run_id, run.served.release_id, run.record_epsilon,
-                              list(run.copy.kept))
-    return layout.results(text, run.answer["metrics"], item.summaries, item.model,
-                          item.model_note)
-
-
-def _trail(result) -> Any:
-    tries = [{"scale": t.scale, "cost": t.cost, "failures": list(t.failures),
-              "privacy_match": t.metrics.overall("privacy_match"),
-              "privacy_error": t.metrics.overall("privacy_error"),
-              "ks": max([c.ks for c in t.metrics.columns.values() if math.isfinite(c.ks)],
-                        default=None)} for t in result.tries]
-    return layout.trail(tries, result.message, result.spent)
+def _shown(result: dict[str, Any]) -> tuple[Any, Any]:
+    """(results, trail) of a finished per-record job."""
+    if result.get("kind") != "record":
+        return None, None
+    trail = result.get("trail")
+    trail_view = layout.trail(trail["tries"], trail["message"], trail["spent"]) if trail \
+        else None
+    if not result.get("run_id"):
+        return None, trail_view
+    text = layout.run_summary(result["run_id"], result["release_id"], result["record_epsilon"],
+                              result["kept"])
+    return layout.results(text, result["metrics"], result["summaries"], result["model"],
+                          result["model_note"]), trail_view
 
 
 def register_callbacks(app, services: Services) -> None:
-    """Bind the Release page's callbacks to ``app``."""
-
+    """Bind the Release page's callbacks to ``app`` (the synthetic copy's too)."""
+    studio_synthetic.register_callbacks(app, services)
+    buttons = (ids.ST_DL_CSV, ids.ST_DL_JSON, ids.ST_DL_HTML)
     cleared = [Output(ids.ST_RESULTS, "children", allow_duplicate=True),
                Output(ids.ST_TRAIL, "children", allow_duplicate=True),
                Output(ids.ST_LAST, "data", allow_duplicate=True),
-               *[Output(b, "disabled", allow_duplicate=True)
-                 for b in (ids.ST_DL_CSV, ids.ST_DL_JSON, ids.ST_DL_HTML)]]
+               *[Output(b, "disabled", allow_duplicate=True) for b in buttons]]
 
     @app.callback(Output(ids.ST_COLUMNS, "children"), Output(ids.ST_TARGET, "options"),
                   Output(ids.ST_TARGET, "value"), *cleared,
@@ -151,8 +149,8 @@ def register_callbacks(app, services: Services) -> None:
         Output(ids.ST_RESULTS, "children"), Output(ids.ST_TRAIL, "children"),
         Output(ids.ST_MESSAGE, "children"),
         Output({"type": ids.ST_COLMSG, "index": ALL}, "children"),
-        Output(ids.ST_LAST, "data"), Output(ids.ST_DL_CSV, "disabled"),
-        Output(ids.ST_DL_JSON, "disabled"), Output(ids.ST_DL_HTML, "disabled"),
+        Output(ids.ST_LAST, "data"), *[Output(b, "disabled") for b in buttons],
+        Output(ids.ST_POLL, "disabled"), Output(ids.ST_PROGRESS, "children"),
         Input(ids.ST_RUN, "n_clicks"), Input(ids.ST_TUNE, "n_clicks"),
         State(ids.ST_DATASET, "value"), State(ids.ST_TARGET, "value"),
         State({"type": ids.ST_TECH, "index": ALL}, "value"),
@@ -163,8 +161,9 @@ def register_callbacks(app, services: Services) -> None:
         State(ids.ST_TUNE_BUDGET, "value"), prevent_initial_call=True)
     def _run(_run_clicks, _tune_clicks, dataset_id, target, _t, _e, _s,
              err, ks, corr, match, budget):
+        """Check the form, then queue the run (or auto-tune) and start polling it."""
         identity = services.identity.current()
-        unchanged = (no_update,) * 4      # last run id and the three download buttons
+        unchanged = (no_update,) * 6      # token, three download buttons, poll, progress
         if not access.is_owner(identity):
             return (no_update, no_update, layout.message(layout.OWNER_ONLY),
                     _column_messages({}), *unchanged)
@@ -174,17 +173,14 @@ def register_callbacks(app, services: Services) -> None:
             if problems:
                 raise ColumnProblemsError(
                     {**services.studio.problems(identity, str(dataset_id), choices), **problems})
+            tune = None
             if ctx.triggered_id == ids.ST_TUNE:
                 limit = _number(budget)
                 if limit is None or limit <= 0:
                     raise DPError("The auto-tune budget must be a number greater than 0.")
-                result, item = services.studio.tune_page(
-                    identity, str(dataset_id), choices, _tolerances(err, ks, corr, match),
-                    limit, target)
-                trail = _trail(result)
-            else:
-                item, trail = services.studio.run_page(identity, str(dataset_id), choices,
-                                                       target), None
+                tune = (_tolerances(err, ks, corr, match), limit)
+            token = services.studio.start_record(identity, str(dataset_id), choices, target,
+                                                 tune=tune)
         except ColumnProblemsError as exc:
             general = exc.problems.pop("", None)
             return (no_update, no_update, layout.message(general or FIX_BELOW),
@@ -192,26 +188,35 @@ def register_callbacks(app, services: Services) -> None:
         except DPError as exc:
             return (no_update, no_update, layout.message(str(exc)), _column_messages({}),
                     *unchanged)
-        if item is None:
-            return (None, trail, None, _column_messages({}), None, True, True, True)
-        return (_shown(item), trail, None, _column_messages({}), item.run.run_id,
-                False, False, False)
+        return (None, None, None, _column_messages({}), token, True, True, True, False,
+                layout.job_progress(0, "Waiting to start…", PROGRESS_NAME))
+
+    @app.callback(Output(ids.ST_PROGRESS, "children", allow_duplicate=True),
+                  Output(ids.ST_RESULTS, "children", allow_duplicate=True),
+                  Output(ids.ST_TRAIL, "children", allow_duplicate=True),
+                  Output(ids.ST_MESSAGE, "children", allow_duplicate=True),
+                  Output(ids.ST_POLL, "disabled", allow_duplicate=True),
+                  *[Output(b, "disabled", allow_duplicate=True) for b in buttons],
+                  Input(ids.ST_POLL, "n_intervals"), State(ids.ST_LAST, "data"),
+                  prevent_initial_call=True)
+    def _poll(_n, token):
+        """The job's progress, then its result (identity checked on every poll)."""
+        record = services.studio.job(services.identity.current(), token)
+        drawn: dict[str, Any] = {}
+
+        def render(result: dict[str, Any]) -> Any:
+            drawn["results"], drawn["trail"] = _shown(result)
+            return drawn["results"]
+
+        bar, results, msg, stop, no_files = poll_view(record, render, PROGRESS_NAME)
+        trail = drawn.get("trail", no_update)
+        return bar, results, trail, msg, stop, no_files, no_files, no_files
 
     @app.callback(Output(ids.ST_DOWNLOAD, "data"), Output(ids.ST_MESSAGE, "children",
                                                           allow_duplicate=True),
                   Input(ids.ST_DL_CSV, "n_clicks"), Input(ids.ST_DL_JSON, "n_clicks"),
                   Input(ids.ST_DL_HTML, "n_clicks"), State(ids.ST_LAST, "data"),
                   prevent_initial_call=True)
-    def _download(_csv, _json, _html, run_id):
-        item = services.studio.recent_outcome(services.identity.current(), run_id)
-        if item is None:
-            return no_update, layout.message(GONE)
-        stem = re.sub(r"[^A-Za-z0-9_-]+", "-", f"{item.run.dataset_id}-dp-{item.run.run_id}")
-        if ctx.triggered_id == ids.ST_DL_CSV:
-            return dcc.send_string(dp_csv(item.run.copy.frame), f"{stem}.csv",
-                                   type="text/csv"), no_update
-        if ctx.triggered_id == ids.ST_DL_JSON:
-            return dcc.send_string(report_json(item.report), f"{stem}-report.json",
-                                   type="application/json"), no_update
-        return dcc.send_string(report_html(item.report), f"{stem}-report.html",
-                               type="text/html"), no_update
+    def _download(_csv, _json, _html, token):
+        which = {ids.ST_DL_CSV: "csv", ids.ST_DL_JSON: "json"}.get(ctx.triggered_id, "html")
+        return send(services, token, "dp", which)

@@ -1,5 +1,6 @@
 """Release page (issue 15): a per-record DP copy of a table, its metrics, plots, model check,
-auto-tune and downloads; a slot for the central-DP synthetic copy.
+auto-tune and downloads (the owner's), beside the central-DP synthetic copy
+(``layouts.studio_synthetic``, every role). Long runs show a progress bar while they work.
 
 Layout only: every number shown comes from a run's outcome (``services.studio``); the
 controls list public schema metadata (kind, bounds, categories). Wiring in
@@ -24,12 +25,9 @@ from layouts.graph_config import GRAPH_CONFIG
 
 DEFAULT_EPSILON = 1.0
 OWNER_ONLY = ("Per-record copies are the data owner's only: they are local, not central, "
-              "differential privacy. Other roles may ask for the synthetic copy below once "
-              "it is available.")
-SYNTHETIC_SLOT = ("Synthetic copy (central DP): a synthetic table made with central "
-                  "differential privacy (protects adding or removing a patient), shown side by "
-                  "side with the per-record copy at the same total ε. Not available in this "
-                  "build yet.")
+              "differential privacy. You may ask for the synthetic copy below (central DP, "
+              "charged to your role's budget).")
+POLL_MS = 700
 METRICS = (("privacy_match", "Privacy Match %"), ("digimatch", "DigiMatch %"),
            ("privacy_error", "Error %"), ("mean_original", "mean (original)"),
            ("mean_dp", "mean (DP)"), ("std_original", "sd (original)"), ("std_dp", "sd (DP)"),
@@ -67,17 +65,29 @@ def guarantee(text: str) -> dbc.Alert:
                      className="small studio-guarantee")
 
 
-def synthetic_slot() -> dbc.Card:
-    """Where the integrator wires the central-DP synthetic copy (issue 15, beyond the paper)."""
-    return dbc.Card(dbc.CardBody([html.H2("Synthetic copy (central DP)", className="h6"),
-                                  html.P(SYNTHETIC_SLOT, className="small mb-0")]),
-                    id=ids.ST_SYNTHETIC, className="mb-3 studio-synthetic")
+def non_owner_page(synthetic) -> html.Div:
+    """What a non-owner sees: why there are no per-record copies, and the synthetic copy."""
+    return html.Div([html.H1("Release studio", className="h4"), message(OWNER_ONLY, "info"),
+                     synthetic], id=ids.ST_PAGE)
 
 
-def refusal(guarantee_text: str) -> html.Div:
-    """What a non-owner sees: why, the guarantee, the synthetic slot."""
-    return html.Div([html.H1("Release studio", className="h4"), message(OWNER_ONLY),
-                     guarantee(guarantee_text), synthetic_slot()], id=ids.ST_PAGE)
+def job_progress(fraction: float, text: str, name: str) -> html.Div:
+    """A running job: its step as text, and a progress bar named ``name`` (the text sits
+    above the bar, so it stays readable however short the bar is)."""
+    pct = max(0.0, min(float(fraction), 1.0)) * 100
+    return html.Div([
+        html.P(f"{text} ({pct:.0f} %)", className="small mb-1"),
+        html.Div(html.Div(className="progress-bar progress-bar-striped progress-bar-animated",
+                          style={"width": f"{pct:.0f}%"}),
+                 className="progress", role="progressbar",
+                 **{"aria-label": name, "aria-valuenow": f"{pct:.0f}", "aria-valuemin": "0",
+                    "aria-valuemax": "100", "aria-valuetext": f"{text} {pct:.0f} %"}),
+    ], className="my-2 studio-progress")
+
+
+def poll(cid: str) -> dcc.Interval:
+    """The Interval that polls a job; off until a job starts, off again when it ends."""
+    return dcc.Interval(id=cid, interval=POLL_MS, disabled=True)
 
 
 def _public(spec: ColumnSpec) -> str:
@@ -139,7 +149,7 @@ def _number(label: str, cid: str, value: float | None, help_text: str = "") -> d
 
 
 def page(datasets: Sequence[tuple[str, str]], first: str, schema: Schema,
-         targets: Sequence[tuple[str, str]], guarantee_text: str) -> html.Div:
+         targets: Sequence[tuple[str, str]], guarantee_text: str, synthetic) -> html.Div:
     """The owner's Release page."""
     tolerances = dbc.Row([
         _number("Largest Error %", ids.ST_TOL_ERROR, 20.0),
@@ -171,10 +181,11 @@ def page(datasets: Sequence[tuple[str, str]], first: str, schema: Schema,
         ], className="d-flex flex-wrap gap-2 my-3"),
         dcc.Download(id=ids.ST_DOWNLOAD),
         dcc.Store(id=ids.ST_LAST),
-        dcc.Loading(html.Div([html.Div(id=ids.ST_MESSAGE, role="status"),
-                              html.Div(id=ids.ST_TRAIL), html.Div(id=ids.ST_RESULTS)]),
-                    type="default"),
-        synthetic_slot(),
+        poll(ids.ST_POLL),
+        html.Div(id=ids.ST_MESSAGE, role="status"),
+        html.Div(id=ids.ST_PROGRESS),
+        html.Div(id=ids.ST_TRAIL), html.Div(id=ids.ST_RESULTS),
+        synthetic,
     ], id=ids.ST_PAGE)
 
 
@@ -210,9 +221,10 @@ def metrics_table(metrics: Mapping[str, Any], labels: Mapping[str, str]) -> dbc.
                       "Privacy and utility per column: original vs DP copy")
 
 
-def model_table(model: Mapping[str, Any]) -> html.Div:
+def model_table(model: Mapping[str, Any], copy_label: str = "DP copy") -> html.Div:
     rows = [[who, *[fmt(model[key][k]) for k in ("precision", "recall", "accuracy", "auc")]]
-            for who, key in (("trained on original", "original"), ("trained on DP copy", "dp"))]
+            for who, key in (("trained on original", "original"),
+                             (f"trained on {copy_label}", "dp"))]
     clusters = [[f"cluster {n + 1}", f"{100 * a:.1f} %", f"{100 * b:.1f} %"]
                 for n, (a, b) in enumerate(zip(model["cluster_original"], model["cluster_dp"],
                                                strict=False))]
@@ -221,7 +233,7 @@ def model_table(model: Mapping[str, Any]) -> html.Div:
         data_table((["model", "precision", "recall", "accuracy", "ROC AUC"], rows),
                    f"Logistic regression, tested on {model['test_rows']} held-out original "
                    "rows"),
-        data_table((["k-means cluster", "original share", "DP copy share"], clusters),
+        data_table((["k-means cluster", "original share", f"{copy_label} share"], clusters),
                    "Cluster shares (centres found on the original)"),
         html.P(model.get("note") or "", className="small text-muted"),
     ], className="studio-model")
@@ -239,6 +251,19 @@ def results(run_text: dbc.Alert, metrics: Mapping[str, Any], summaries: Mapping[
             model: Mapping[str, Any] | None, model_note: str) -> html.Div:
     """Metrics table, per-column plots with tables, correlation heatmaps, model check."""
     labels = {n: c["label"] for n, c in summaries["columns"].items()}
+    parts = [run_text, html.H2("Metrics", className="h6"), metrics_table(metrics, labels),
+             html.P(f"Largest correlation difference: {fmt(metrics.get('corr_max_diff'))}",
+                    className="small"), *plots(summaries)]
+    if model:
+        parts.append(model_table(model))
+    elif model_note:
+        parts.append(message(model_note, "secondary"))
+    return html.Div(parts, className="studio-results")
+
+
+def plots(summaries: Mapping[str, Any]) -> list:
+    """Per column a histogram and box (numbers) or pies (categories), each with its data
+    table; correlation heatmaps when there are any."""
     charts: list = []
     for item in summaries["columns"].values():
         name = item["label"]
@@ -259,15 +284,7 @@ def results(run_text: dbc.Alert, metrics: Mapping[str, Any], summaries: Mapping[
                 html.Details([html.Summary("Data table", className="small"),
                               data_table(figs.correlation_table(corr),
                                          "Correlation of each pair: original vs DP copy")])]
-    parts = [run_text, html.H2("Metrics", className="h6"), metrics_table(metrics, labels),
-             html.P(f"Largest correlation difference: {fmt(metrics.get('corr_max_diff'))}",
-                    className="small"),
-             html.H2("Plots", className="h6"), dbc.Row(charts, className="g-2"), *heat]
-    if model:
-        parts.append(model_table(model))
-    elif model_note:
-        parts.append(message(model_note, "secondary"))
-    return html.Div(parts, className="studio-results")
+    return [html.H2("Plots", className="h6"), dbc.Row(charts, className="g-2"), *heat]
 
 
 def trail(tries: Sequence[Mapping[str, Any]], stopped_message: str, spent: float) -> html.Div:

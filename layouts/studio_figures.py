@@ -18,9 +18,10 @@ SIDES = (("original", "Original", PALETTE[0]), ("dp", "DP copy", PALETTE[1]))
 
 
 def _sides(item: Mapping[str, Any], key: str) -> list[tuple[str, str, Any]]:
-    """(label, colour, value) of the sides present (the original is the owner's only)."""
-    return [(label, colour, item[f"{key}_{side}"]) for side, label, colour in SIDES
-            if item.get(f"{key}_{side}") is not None]
+    """(label, colour, value) of the sides present (the original is the owner's only); a
+    side's label may be renamed by the item (``dp_label``: "Synthetic copy")."""
+    return [(item.get(f"{side}_label", label), colour, item[f"{key}_{side}"])
+            for side, label, colour in SIDES if item.get(f"{key}_{side}") is not None]
 
 
 def _layout(title: str, **extra: Any) -> dict[str, Any]:

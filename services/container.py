@@ -85,5 +85,6 @@ def build_services(config: AppConfig, *, seed: int | None = None) -> AppServices
     releases = ReleaseService(registry, ledger, rng_factory=new_rng_factory(seed))
     publish = PublishService(PublishStore(ledger.db), ledger, releases, registry,
                              user_role=user_role)
-    studio = StudioService(registry, ledger, rng_factory=new_rng_factory(seed))
+    studio = StudioService(registry, ledger, rng_factory=new_rng_factory(seed),
+                           runs_dir=config.data_dir / "studio-runs")
     return AppServices(config, registry, ledger, releases, IdentityService(), publish, studio)

@@ -1,17 +1,14 @@
-"""A finished studio run as the Release page needs it, kept on the server for its downloads.
+"""A finished per-record run as the Release page shows and downloads it: plain JSON.
 
-``outcome`` adds to a charged run its model check, figure summaries and release report (all
-post-processing: nothing is charged again). ``RecentOutcomes`` keeps each user's last few
-outcomes so the DP CSV and the report are downloaded from the server by run id; the browser
-never holds the table. The store lives in the process: with several workers a download may
-land on another one, which then answers "run it again" (a new, charged draw).
+``record_result`` adds to a charged run its model check, figure summaries and release report
+(all post-processing: nothing is charged again) and returns them as one JSON-able dict, which
+the job runner keeps in the ``RunStore`` for every worker to read. Owner only: it reads the
+original.
 """
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-from dataclasses import dataclass
+import math
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -22,64 +19,45 @@ from services.studio.report import report
 from services.studio.summaries import run_summaries
 
 if TYPE_CHECKING:
+    from dp_engine.release import TuneResult
     from services.studio.service import StudioRun
 
-KEEP_PER_USER = 3
-KEEP_TOTAL = 12
+
+def run_model(original: pd.DataFrame, run: StudioRun,
+              target: str | None) -> tuple[dict[str, Any] | None, str]:
+    """The paired model check of ``run`` on ``target`` (or None and why not)."""
+    if not target:
+        return None, ""
+    if target not in binary_targets(run.schema, list(run.copy.frame.columns)):
+        return None, ("The model check needs a released yes/no column as its target; "
+                      f"'{target}' is not one in this run.")
+    try:
+        return model_check(original, run.copy.frame, run.schema, target,
+                           paired=True).to_dict(), ""
+    except (DPError, ValueError) as exc:
+        return None, f"The model check could not run: {exc}"
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """One run with what the page shows and downloads."""
-
-    run: StudioRun
-    model: dict[str, Any] | None
-    model_note: str
-    summaries: dict[str, Any]
-    report: dict[str, Any]
-
-
-def outcome(run: StudioRun, original: pd.DataFrame, target: str | None) -> Outcome:
-    """The run's model check (when ``target`` is a released binary column), figure
-    summaries and report. Owner only: it reads the original."""
-    model, note = None, ""
-    released = list(run.copy.frame.columns)
-    if target:
-        if target not in binary_targets(run.schema, released):
-            note = ("The model check needs a released yes/no column as its target; "
-                    f"'{target}' is not one in this run.")
-        else:
-            try:
-                model = model_check(original, run.copy.frame, run.schema, target,
-                                    paired=True).to_dict()
-            except (DPError, ValueError) as exc:
-                note = f"The model check could not run: {exc}"
+def record_result(run: StudioRun, original: pd.DataFrame, target: str | None,
+                  trail: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What the page shows of a run (and its report), as JSON-able data."""
+    model, note = run_model(original, run, target)
     summaries = run_summaries(original, run.copy.frame, run.schema, run.answer["metrics"],
                               include_original=True)
     rep = report(run.answer, dataset=run.dataset_title, release_id=run.served.release_id,
                  model=model)
-    return Outcome(run, model, note, summaries, rep)
+    return {"kind": "record", "run_id": run.run_id, "dataset_id": run.dataset_id,
+            "release_id": run.served.release_id, "record_epsilon": run.record_epsilon,
+            "kept": list(run.copy.kept), "metrics": run.answer["metrics"],
+            "summaries": summaries, "model": model, "model_note": note, "trail": trail,
+            "report": rep}
 
 
-class RecentOutcomes:
-    """Each user's last ``KEEP_PER_USER`` outcomes (at most ``KEEP_TOTAL`` in all)."""
-
-    def __init__(self) -> None:
-        self._items: OrderedDict[tuple[str, str], Outcome] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def put(self, user: str, item: Outcome) -> None:
-        with self._lock:
-            self._items[(user, item.run.run_id)] = item
-            mine = [k for k in self._items if k[0] == user]
-            for key in mine[:-KEEP_PER_USER]:
-                del self._items[key]
-            while len(self._items) > KEEP_TOTAL:
-                self._items.popitem(last=False)
-
-    def get(self, user: str, run_id: object) -> Outcome | None:
-        """The user's outcome ``run_id`` (another user's id finds nothing)."""
-        if not isinstance(run_id, str):
-            return None
-        with self._lock:
-            return self._items.get((user, run_id))
+def trail_result(result: TuneResult) -> dict[str, Any]:
+    """The auto-tune trail as JSON-able data: every try, its cost and what it missed."""
+    tries = [{"scale": t.scale, "cost": t.cost, "failures": list(t.failures),
+              "privacy_match": t.metrics.overall("privacy_match"),
+              "privacy_error": t.metrics.overall("privacy_error"),
+              "ks": max([c.ks for c in t.metrics.columns.values() if math.isfinite(c.ks)],
+                        default=None)} for t in result.tries]
+    return {"tries": tries, "message": result.message, "spent": result.spent}

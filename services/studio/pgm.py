@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import threading
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -59,9 +60,11 @@ def library_versions() -> dict[str, str]:
     return out
 
 
-def synthesize_codes(m: Measurements, rng: np.random.Generator, *,
-                     iters: int = ITERS) -> np.ndarray:
-    """(n̂, columns) level indices sampled from the model fitted to the measurements."""
+def synthesize_codes(m: Measurements, rng: np.random.Generator, *, iters: int = ITERS,
+                     progress: Callable[[float], None] | None = None) -> np.ndarray:
+    """(n̂, columns) level indices sampled from the model fitted to the measurements.
+
+    ``progress(fraction)`` is told how far the fit is (mbi calls back every few steps)."""
     mbi = _mbi()
     names, plan = m.domain.names, m.plan
     domain = mbi.Domain(names, m.domain.sizes)
@@ -71,8 +74,15 @@ def synthesize_codes(m: Measurements, rng: np.random.Generator, *,
     measured += [mbi.LinearMeasurement(np.asarray(y, dtype=float), (names[a], names[b]),
                                        stddev=math.sqrt(2) * plan.two_way_scale)
                  for (a, b), y in zip(m.edges, m.two_way, strict=True)]
-    model = mbi.estimation.MirrorDescent().estimate(domain, measured,
-                                                     known_total=float(m.rows), iters=iters)
+    steps = [0]
+
+    def step(_state: Any) -> None:
+        steps[0] += 1
+        if progress is not None:
+            progress(min(1.0, steps[0] * getattr(mbi.estimation, "CALLBACK_EVERY", 50) / iters))
+
+    model = mbi.estimation.MirrorDescent().estimate(domain, measured, known_total=float(m.rows),
+                                                     iters=iters, callback_fn=step)
     with _GLOBAL_RNG:
         state = np.random.get_state()
         np.random.seed(int(rng.integers(2**32)))

@@ -49,6 +49,17 @@ def report(answer: Mapping[str, Any], *, dataset: str, release_id: int | None,
     })
 
 
+def synthetic_report(summary: Mapping[str, Any], *, dataset: str) -> dict[str, Any]:
+    """The release report of a synthetic copy alone: central DP, its ε, the guarantee and
+    ``summary`` (the public answer; metrics, model check and comparison for the owner)."""
+    return _clean({
+        "dataset": dataset, "ledger_release_id": summary.get("ledger_release_id"),
+        "mechanism": summary["mechanism"], "central_dp": True,
+        "epsilon": summary.get("epsilon"), "guarantee": summary["guarantee"],
+        "synthetic": summary,
+    })
+
+
 def report_json(rep: Mapping[str, Any]) -> str:
     return json.dumps(rep, indent=2, sort_keys=False)
 
@@ -74,14 +85,74 @@ METRIC_COLUMNS = [("privacy_match", "Privacy Match %"), ("digimatch", "DigiMatch
                   ("total_variation", "share distance (TV)")]
 
 
-def report_html(rep: Mapping[str, Any]) -> str:
-    """A readable, self-contained HTML page of the report (every value escaped)."""
+def _metrics_table(met: Mapping[str, Any]) -> str:
+    return _table(["column", *[h for _, h in METRIC_COLUMNS]],
+                  [[name, *[m.get(k) for k, _ in METRIC_COLUMNS]] for name, m in met.items()])
+
+
+def _model_html(model: Mapping[str, Any] | None, dp_label: str) -> list[str]:
+    if not model:
+        return []
+    rows = [[who, *[model[key][k] for k in ("precision", "recall", "accuracy", "auc")]]
+            for who, key in (("trained on original", "original"), (dp_label, "dp"))]
+    return [f"<h3>Model check (target: {html.escape(str(model['target']))})</h3>",
+            _table(["model", "precision", "recall", "accuracy", "ROC AUC"], rows)]
+
+
+def _record_html(rep: Mapping[str, Any]) -> list[str]:
     cols = _table(["column", "technique", "ε per cell", "sensitivity", "private"],
                   [[c["label"], c["technique_label"], c["epsilon"], c["sensitivity"],
                     "yes" if c["private"] else "NO"] for c in rep["columns"]])
-    met = rep["metrics"]["columns"]
-    metrics = _table(["column", *[h for _, h in METRIC_COLUMNS]],
-                     [[name, *[m.get(k) for k, _ in METRIC_COLUMNS]] for name, m in met.items()])
+    return [
+        f"<p><strong>Mechanism:</strong> {html.escape(str(rep['mechanism']))}. "
+        f"<strong>Loss per record (Σ ε):</strong> {_num(rep.get('record_epsilon'))}. "
+        f"<strong>Ledger release:</strong> #{_num(rep.get('ledger_release_id'))}.</p>",
+        f"<p><strong>Guarantee.</strong> {html.escape(str(rep['guarantee']))}</p>",
+        "<h2>Columns</h2>", cols, "<h2>Metrics</h2>", _metrics_table(rep["metrics"]["columns"]),
+        f"<p>Largest correlation difference: {_num(rep['metrics'].get('corr_max_diff'))}</p>",
+        *_model_html(rep.get("model_check"), "trained on DP copy"),
+    ]
+
+
+def _synthetic_html(syn: Mapping[str, Any]) -> list[str]:
+    """The synthetic copy's section: ε charged, n̂, tree, skipped columns, and (owner only)
+    metrics, model check and the comparison with the per-record copy."""
+    parts = [
+        "<h2>Synthetic copy (central DP)</h2>",
+        f"<p><strong>Mechanism:</strong> {html.escape(str(syn['mechanism']))}. "
+        f"<strong>ε charged:</strong> {_num(syn.get('epsilon'))} (requested "
+        f"{_num(syn.get('requested_epsilon'))}; accountant: "
+        f"{html.escape(str(syn.get('accountant', '')))}). "
+        f"<strong>Rows (n̂, noisy):</strong> {_num(syn.get('rows'))}. "
+        f"<strong>Ledger release:</strong> #{_num(syn.get('ledger_release_id'))}.</p>",
+        f"<p><strong>Guarantee.</strong> {html.escape(str(syn['guarantee']))}</p>",
+        "<h3>Columns synthesized and the measured tree</h3>",
+        _table(["column"], [[c] for c in syn.get("columns", [])]),
+        _table(["column", "paired with (tree edge)"], [list(e) for e in syn.get("edges", [])]),
+        "<h3>Columns left out</h3>",
+        _table(["column", "why"], [[k, v] for k, v in (syn.get("skipped") or {}).items()]),
+        _table(["step", "ε"], [[k, v] for k, v in (syn.get("epsilon_by_step") or {}).items()]),
+    ]
+    if syn.get("metrics"):
+        parts += ["<h3>Metrics against the original (owner only)</h3>",
+                  _metrics_table(syn["metrics"]["columns"])]
+    parts += _model_html(syn.get("model_check"), "trained on synthetic copy")
+    cmp = syn.get("comparison")
+    if cmp:
+        parts += ["<h3>Side by side with a per-record copy at the same total ε</h3>",
+                  _table(["column", "distance", "synthetic", "per-record", "mean (original)",
+                          "mean (synthetic)", "mean (per-record)"],
+                         [[r["column"], r["measure"], r["synthetic"], r["record"],
+                           r["mean_original"], r["mean_synthetic"], r["mean_record"]]
+                          for r in cmp["rows"]]),
+                  _table(["model", "accuracy", "ROC AUC"],
+                         [[m["model"], m["accuracy"], m["auc"]] for m in cmp["model"]])]
+    return parts
+
+
+def report_html(rep: Mapping[str, Any]) -> str:
+    """A readable, self-contained HTML page of the report (every value escaped): the
+    per-record part when there is one, the synthetic copy's when there is one."""
     parts = [
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
         f"<title>Release report — {html.escape(str(rep['dataset']))}</title>",
@@ -89,19 +160,10 @@ def report_html(rep: Mapping[str, Any]) -> str:
         "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #999;"
         "padding:.2em .5em;text-align:right}</style></head><body>",
         f"<h1>Release report: {html.escape(str(rep['dataset']))}</h1>",
-        f"<p><strong>Mechanism:</strong> {html.escape(str(rep['mechanism']))}. "
-        f"<strong>Loss per record (Σ ε):</strong> {_num(rep.get('record_epsilon'))}. "
-        f"<strong>Ledger release:</strong> #{_num(rep.get('ledger_release_id'))}.</p>",
-        f"<p><strong>Guarantee.</strong> {html.escape(str(rep['guarantee']))}</p>",
-        "<h2>Columns</h2>", cols, "<h2>Metrics</h2>", metrics,
-        f"<p>Largest correlation difference: {_num(rep['metrics'].get('corr_max_diff'))}</p>",
     ]
-    model = rep.get("model_check")
-    if model:
-        rows = [[who, *[model[key][k] for k in ("precision", "recall", "accuracy", "auc")]]
-                for who, key in (("trained on original", "original"),
-                                 ("trained on DP copy", "dp"))]
-        parts += [f"<h2>Model check (target: {html.escape(str(model['target']))})</h2>",
-                  _table(["model", "precision", "recall", "accuracy", "ROC AUC"], rows)]
+    if rep.get("columns") is not None:
+        parts += _record_html(rep)
+    if rep.get("synthetic"):
+        parts += _synthetic_html(rep["synthetic"])
     parts.append("</body></html>")
     return "".join(parts)

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import tempfile
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -46,8 +48,11 @@ from services.identity.roles import Role
 from services.ledger.plan import ReleaseKey, ReleasePlan
 from services.ledger.records import Served
 from services.ledger.store import Ledger
-from services.studio import pgm
-from services.studio.outcomes import Outcome, RecentOutcomes, outcome
+from services.studio import jobs, pgm
+from services.studio.outcomes import record_result, run_model, trail_result
+from services.studio.report import dp_csv
+from services.studio.store import RunStore
+from services.studio.synthetic_outcome import comparison, same_total_choices, synthetic_result
 
 if TYPE_CHECKING:
     from services.studio.model_check import ModelCheck
@@ -144,11 +149,13 @@ class StudioService:
     """Runs the studio's releases through the ledger (owner only for per-record copies)."""
 
     def __init__(self, registry, ledger: Ledger, *,
-                 rng_factory: Callable[[], np.random.Generator | None] = lambda: None) -> None:
+                 rng_factory: Callable[[], np.random.Generator | None] = lambda: None,
+                 runs_dir: Path | None = None) -> None:
         self.registry = registry
         self.ledger = ledger
         self._rng_factory = rng_factory
-        self.recent = RecentOutcomes()
+        # where every worker finds the page's jobs and runs (the app's data dir)
+        self.store = RunStore(runs_dir or Path(tempfile.mkdtemp(prefix="studio-runs-")))
         self.synthetic_iters = pgm.ITERS   # mbi's mirror-descent iterations (tests: fewer)
 
     def _rng(self) -> np.random.Generator:
@@ -219,8 +226,8 @@ class StudioService:
                          held["metrics"], served, served.answer)
 
     def auto_tune(self, identity, dataset_id: str, choices: Sequence[ColumnChoice],
-                  tolerances: Tolerances, budget: float, *,
-                  factor: float = 2.0) -> tuple[TuneResult, list[StudioRun]]:
+                  tolerances: Tolerances, budget: float, *, factor: float = 2.0,
+                  progress: jobs.Progress | None = None) -> tuple[TuneResult, list[StudioRun]]:
         """The iterative query: every try is a charged run; returns the trail and the runs."""
         problems = self.problems(identity, dataset_id, choices)
         if problems:
@@ -228,40 +235,110 @@ class StudioService:
         runs: list[StudioRun] = []
 
         def one(current: list[ColumnChoice]) -> TableMetrics:
+            if progress is not None:
+                progress(min(0.75, 0.1 + 0.15 * len(runs)), f"Auto-tune: try {len(runs) + 1}…")
             runs.append(self.run(identity, dataset_id, current))
             return runs[-1].metrics
 
         result = auto_tune(list(choices), one, tolerances, budget, factor=factor)
         return result, runs
 
-    def run_page(self, identity, dataset_id: str, choices: Sequence[ColumnChoice],
-                 target: str | None = None) -> Outcome:
-        """A charged run with its model check, figure summaries and report, kept for the
-        downloads (the Release page's Run)."""
-        run = self.run(identity, dataset_id, choices)
-        return self._keep(identity, outcome(run, self.registry.get(run.dataset_id).frame,
-                                            target))
+    # ---- the Release page: every run is a background job kept in the RunStore ------------
 
-    def tune_page(self, identity, dataset_id: str, choices: Sequence[ColumnChoice],
-                  tolerances: Tolerances, budget: float,
-                  target: str | None = None) -> tuple[TuneResult, Outcome | None]:
-        """Auto-tune, then the outcome of the try that met the tolerances (else the last)."""
-        result, runs = self.auto_tune(identity, dataset_id, choices, tolerances, budget)
-        if not runs:
-            return result, None
-        run = runs[result.chosen if result.chosen is not None else -1]
-        return result, self._keep(identity, outcome(
-            run, self.registry.get(run.dataset_id).frame, target))
-
-    def recent_outcome(self, identity, run_id: object) -> Outcome | None:
-        """This owner's recent run ``run_id`` (None for anyone else or an unknown id)."""
+    def start_record(self, identity, dataset_id: str, choices: Sequence[ColumnChoice],
+                     target: str | None = None, *,
+                     tune: tuple[Tolerances, float] | None = None) -> str:
+        """Check a per-record run (or auto-tune, ``tune`` = (tolerances, budget)) and queue
+        it; returns the job's token. Refusals and bad input raise here: nothing charged."""
         if not access.is_owner(identity):
-            return None
-        return self.recent.get(identity.user, run_id)
+            raise DPError("Per-record copies are the data owner's only: they are not central "
+                          "differential privacy. Ask for a synthetic copy instead.")
+        problems = self.problems(identity, dataset_id, choices)
+        if problems:
+            raise ColumnProblemsError(problems)
 
-    def _keep(self, identity, item: Outcome) -> Outcome:
-        self.recent.put(identity.user, item)
-        return item
+        def work(progress: jobs.Progress) -> tuple[dict[str, Any], str | None]:
+            trail = None
+            if tune is None:
+                progress(0.1, "Making the per-record copy…")
+                run: StudioRun | None = self.run(identity, dataset_id, choices)
+            else:
+                result, runs = self.auto_tune(identity, dataset_id, choices, *tune,
+                                              progress=progress)
+                trail = trail_result(result)
+                run = (runs[result.chosen if result.chosen is not None else -1]
+                       if runs else None)
+            if run is None:
+                return {"kind": "record", "run_id": None, "trail": trail}, None
+            progress(0.8, "Model check and figures…")
+            frame = self.registry.get(run.dataset_id).frame
+            return record_result(run, frame, target, trail), dp_csv(run.copy.frame)
+
+        return jobs.submit(self.store, identity.user, "record", work)
+
+    def start_synthetic(self, identity, dataset_id: str, epsilon: Any, *,
+                        columns: Sequence[str] | None = None, target: str | None = None,
+                        compare: bool = False) -> str:
+        """Check a synthetic-copy request and queue it (any signed-in role); returns the
+        job's token. For the owner the job adds the metrics, the model check on ``target``
+        and, with ``compare``, a per-record copy at the same total ε (charged as such)."""
+        from services.studio.synthetic import SyntheticStudio
+
+        studio = SyntheticStudio(self.registry, self.ledger, self._rng,
+                                 iters=self.synthetic_iters)
+        ds, eps, _domain, _plan = studio.check(identity, dataset_id, epsilon, columns)
+        owner = access.is_owner(identity)
+
+        def work(progress: jobs.Progress) -> tuple[dict[str, Any], str | None]:
+            r = studio.synthesize(identity, ds.id, eps, columns=columns,
+                                  progress=progress)
+            part = self._synthetic_owner_part(identity, r, target, compare,
+                                              progress) if owner else None
+            return synthetic_result(r, part), dp_csv(r.frame)
+
+        return jobs.submit(self.store, identity.user, "synthetic", work)
+
+    def _synthetic_owner_part(self, identity, r: SyntheticResult, target: str | None,
+                              compare: bool, progress: jobs.Progress) -> dict[str, Any]:
+        """Metrics vs the original, model check, per-record comparison (owner only)."""
+        model, note = None, ""
+        if target:
+            if target in r.targets:
+                progress(0.88, "Model check…")
+                model = self.synthetic_model_check(identity, r, target).to_dict()
+            else:
+                note = f"'{target}' cannot be predicted here: choose a synthesized yes/no column."
+        part: dict[str, Any] = {"metrics": metrics_dict(r.metrics) if r.metrics else None,
+                                "model_check": model, "model_note": note, "comparison": None,
+                                "comparison_note": ""}
+        if compare:
+            progress(0.92, "Per-record copy at the same total ε…")
+            choices = same_total_choices(r.schema, list(r.frame.columns), r.requested_epsilon)
+            try:
+                run = self.run(identity, r.dataset_id, choices)
+            except DPError as exc:
+                part["comparison_note"] = f"No per-record copy to compare with: {exc}"
+                return part
+            rec_model, _ = run_model(self.registry.get(r.dataset_id).frame, run, target)
+            part["comparison"] = {
+                "run_id": run.run_id, "release_id": run.served.release_id,
+                "record_epsilon": run.record_epsilon,
+                "cell_epsilon": r.requested_epsilon / max(len(choices), 1),
+                **comparison(r.schema, part["metrics"] or {"columns": {}},
+                             run.answer["metrics"], {"synthetic": model, "record": rec_model})}
+        return part
+
+    def job(self, identity, token: object) -> dict[str, Any] | None:
+        """The state of ``identity``'s job ``token`` (None for anyone else's or unknown)."""
+        if not getattr(identity, "authenticated", False):
+            return None
+        return self.store.get(identity.user, token)
+
+    def job_csv(self, identity, token: object) -> str | None:
+        """The DP table of ``identity``'s finished job ``token`` (escaped CSV), else None."""
+        if not getattr(identity, "authenticated", False):
+            return None
+        return self.store.csv(identity.user, token)
 
 
 def metrics_dict(m: TableMetrics) -> dict[str, Any]:

@@ -144,15 +144,16 @@ def synthetic_metrics(original: pd.DataFrame, synthetic: pd.DataFrame, schema: S
 
 
 def make_copy(frame: pd.DataFrame, schema: Schema, domain: SynthDomain, plan: MSTPlan,
-              rng: np.random.Generator, *,
-              iters: int = pgm.ITERS) -> tuple[pd.DataFrame, Measurements]:
+              rng: np.random.Generator, *, iters: int = pgm.ITERS,
+              progress: Callable[[float], None] | None = None,
+              ) -> tuple[pd.DataFrame, Measurements]:
     """MST's measurements of ``frame`` (at most k rows per patient) and the sampled table.
 
     Spends ``plan.epsilon``: call it only inside the ledger's door (or on public benchmark
     data)."""
     rows, _ = bounded_rows(frame, schema)
     m = measure_mst(encode(rows, schema, domain), domain, plan, rng)
-    codes = pgm.synthesize_codes(m, rng, iters=iters)
+    codes = pgm.synthesize_codes(m, rng, iters=iters, progress=progress)
     return decode(codes, schema, domain, rng), m
 
 
@@ -166,30 +167,41 @@ class SyntheticStudio:
         self._rng = rng
         self.iters = iters
 
-    def synthesize(self, identity, dataset_id: str, epsilon: Any, *,
-                   columns: Sequence[str] | None = None) -> SyntheticResult:
-        """A synthetic copy at total ε through the ledger's door (see the module doc)."""
+    def check(self, identity, dataset_id: str, epsilon: Any,
+              columns: Sequence[str] | None = None) -> tuple[Any, float, SynthDomain, MSTPlan]:
+        """(dataset, ε, domain, plan) of a request, or a DPError before anything is charged."""
         if not getattr(identity, "authenticated", False):
             raise DPError("Sign in to request a synthetic copy.")
         pgm.require()
-        owner = access.is_owner(identity)
-        ds = self.registry.get(str(dataset_id), owner=owner)
+        ds = self.registry.get(str(dataset_id), owner=access.is_owner(identity))
         eps = check_epsilon(epsilon)
         domain = synth_domain(ds.schema, columns)
         k = 1 if ds.schema.patient_column is None else ds.schema.max_rows_per_patient
-        plan = plan_mst(eps, len(domain.attributes), k)
+        return ds, eps, domain, plan_mst(eps, len(domain.attributes), k)
+
+    def synthesize(self, identity, dataset_id: str, epsilon: Any, *,
+                   columns: Sequence[str] | None = None,
+                   progress: Callable[[float, str], None] | None = None) -> SyntheticResult:
+        """A synthetic copy at total ε through the ledger's door (see the module doc).
+
+        ``progress(fraction, text)`` hears how far the copy is (the model fit is most of it)."""
+        ds, eps, domain, plan = self.check(identity, dataset_id, epsilon, columns)
+        owner = access.is_owner(identity)
         charged = opendp_epsilon(plan)
+        tell = progress or (lambda _f, _t: None)
         run_id = uuid.uuid4().hex[:12]
         key = ReleaseKey(ds.id, ds.version, f"studio:synthetic:{run_id}", 0, identity.role)
         release_plan = ReleasePlan(key, {0: charged}, nestable=False, mechanism=MECHANISM)
         held: dict[str, Any] = {}
 
         def compute(_eps, rng: np.random.Generator) -> Release:
-            held["frame"], m = make_copy(ds.frame, ds.schema, domain, plan, rng,
-                                         iters=self.iters)
+            tell(0.05, "Measuring the table (noisy marginals)…")
+            held["frame"], m = make_copy(
+                ds.frame, ds.schema, domain, plan, rng, iters=self.iters,
+                progress=lambda f: tell(0.1 + 0.7 * f, "Fitting the model to the measurements…"))
             held["m"] = m
             return Release(statistic="studio synthetic copy", value=[], epsilon=charged,
-                           mechanism=MECHANISM, sensitivity=float(k),
+                           mechanism=MECHANISM, sensitivity=float(plan.contribution),
                            params={"rows": m.rows, "columns": list(domain.names),
                                    "edges": [list(e) for e in self._edge_names(m)]},
                            noisy=_measurement_payload(m))
@@ -201,6 +213,8 @@ class SyntheticStudio:
                                      channel=CHANNEL, rng=self._rng)
         if "frame" not in held:   # a stored twin: cannot happen, every request has its own key
             raise DPError("This copy was already recorded; request it again for a new one.")
+        if owner:
+            tell(0.85, "Comparing with the original (owner only)…")
         metrics = (synthetic_metrics(ds.frame, held["frame"], ds.schema, domain)
                    if owner else None)
         return SyntheticResult(run_id, ds.id, ds.title or ds.id, ds.schema, held["frame"],

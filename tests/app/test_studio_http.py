@@ -1,12 +1,13 @@
 """Release page callbacks over HTTP (issue 15): the studio's run callback refuses non-owners and
-bad input without charging, a run is charged once, auto-tune charges each try, downloads come
-from the owner's recent runs only."""
+bad input without charging, a run is queued as a job and polled until done (bounded polls),
+charged once, auto-tune charges each try, downloads come from the owner's own runs only."""
 
 from __future__ import annotations
 
 import base64
 import io
 import json
+import time
 
 import pandas as pd
 import pytest
@@ -69,6 +70,27 @@ def _run(client, columns: dict | None = None, *, tune: bool = False,
     return _post(client, ids.ST_RESULTS, values, (button, "n_clicks"), columns)
 
 
+def poll_until_done(client, progress_id: str, store_id: str, token: str,
+                    polls: int = 600) -> dict:
+    """Post the job's poll callback until it stops polling (at most ``polls`` times); the
+    last response. Each poll waits a little: the job runs in a background thread."""
+    for n in range(polls):
+        out = _post(client, progress_id, {(store_id, "data"): token},
+                    (progress_id.replace("progress", "poll"), "n_intervals")).json["response"]
+        if any(k.endswith("poll") and v.get("disabled") is True for k, v in out.items()):
+            return out
+        time.sleep(0.05 if n < 20 else 0.2)
+    raise AssertionError(f"the job was not done after {polls} polls")
+
+
+def _done(client, resp) -> dict:
+    """The finished job's poll response, after the run callback queued it."""
+    out = resp.json["response"]
+    assert out[ids.ST_POLL]["disabled"] is False and "progressbar" in json.dumps(
+        out[ids.ST_PROGRESS])
+    return poll_until_done(client, ids.ST_PROGRESS, ids.ST_LAST, out[ids.ST_LAST]["data"])
+
+
 @pytest.fixture
 def services(explore_app):
     from app import services_of
@@ -112,12 +134,12 @@ def test_a_run_charges_once_and_its_downloads_are_the_owners(client, services, s
                             (ids.URL, "pathname")).json["response"][ids.PAGE])
     assert ids.ST_RUN in page and page.count(ids.ST_COLMSG) == 16 and "NOT central" in page
     resp = _run(client)
-    out = resp.json["response"]
+    run_id = resp.json["response"][ids.ST_LAST]["data"]
+    out = _done(client, resp)
     shown = json.dumps(out[ids.ST_RESULTS])
     assert "Privacy Match %" in shown and "Model check" in shown and '"type": "pie"' in shown
     assert services.ledger.count_releases() == 1
     assert _unsound(services) == pytest.approx(1.0 + 0.5 + 1.0 + 0.5)
-    run_id = out[ids.ST_LAST]["data"]
     assert out[ids.ST_DL_CSV]["disabled"] is False
 
     def download(button: str) -> dict | None:
@@ -143,7 +165,7 @@ def test_auto_tune_charges_each_try_and_shows_the_trail(client, services):
     # KS 0 is never met; tries cost 3, then 6; the third (12) would pass the budget of 10
     resp = _run(client, tune=True, extra={(ids.ST_TOL_KS, "value"): 0,
                                           (ids.ST_TUNE_BUDGET, "value"): 10})
-    out = resp.json["response"]
+    out = _done(client, resp)
     trail = json.dumps(out[ids.ST_TRAIL])
     assert "Auto-tune trail" in trail and "would cost" in trail
     assert services.ledger.count_releases() == 2

@@ -1,0 +1,153 @@
+"""Release page, synthetic copy: any signed-in role asks for one, charged to its budget.
+
+The form's values are untrusted: ε, dataset and columns are checked by the service before
+anything is queued (a message, nothing charged). The owner's extra options (model-check
+target, comparison) are read only for the owner, from pattern-matching ids absent from other
+roles' pages. The job runs in the background; an Interval polls it (identity checked each
+time) and draws it when done. Downloads come from the user's own runs on the server.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dash import ALL, Input, Output, State, ctx, no_update
+
+from callbacks.studio_jobs import poll_view, send
+from dp_engine.errors import DPError
+from dp_engine.release.synthetic import synth_domain
+from dp_engine.schema import Schema
+from layouts import ids
+from layouts import studio as base
+from layouts import studio_synthetic as layout
+from services.identity import access
+from services.studio.model_check import binary_targets
+from services.studio.synthetic import GUARANTEE, check_epsilon
+
+PROGRESS_NAME = "Progress of the synthetic copy"
+
+
+def targets(schema: Schema) -> list[tuple[str, str]]:
+    """(name, label) of the yes/no columns a model check can predict (public schema)."""
+    return [(n, schema.column(n).display) for n in binary_targets(schema, schema.names)]
+
+
+def columns_of(schema: Schema) -> tuple[list[tuple[str, str]], dict[str, str]]:
+    """(name, label) of the columns a synthetic copy can hold, and label -> why not."""
+    try:
+        domain = synth_domain(schema)
+    except DPError as exc:
+        return [], {"every column": str(exc)}
+    return ([(n, schema.column(n).display) for n in domain.names],
+            {schema.column(k).display: v for k, v in domain.skipped.items()})
+
+
+def section(services, identity, datasets) -> Any:
+    """The synthetic card for ``identity`` over the datasets it may query."""
+    first = datasets[0]
+    columns, skipped = columns_of(first.schema)
+    owner = access.is_owner(identity)
+    return layout.section([(d.id, d.title or d.id) for d in datasets], first.id, columns,
+                          skipped, GUARANTEE, owner=owner,
+                          targets=targets(first.schema) if owner else ())
+
+
+def _owner_options() -> tuple[str | None, bool]:
+    """(target, compare) from the owner's pattern-matching controls, as the browser sent."""
+    values: dict[str, Any] = {}
+    for state in ctx.states_list or []:
+        for item in state if isinstance(state, list) else []:
+            cid = item.get("id") if isinstance(item, dict) else None
+            if isinstance(cid, dict) and cid.get("type") == ids.ST_SYN_OWNER:
+                values[str(cid.get("index"))] = item.get("value")
+    target = values.get("target")
+    compare = values.get("compare")
+    return (target if isinstance(target, str) and target else None,
+            isinstance(compare, list) and "compare" in compare)
+
+
+def _columns(value: Any) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise DPError("Choose the columns from the list.")
+    if not value:
+        raise DPError("Choose at least one column to synthesize.")
+    return value
+
+
+def register_callbacks(app, services) -> None:
+    """Bind the synthetic copy's callbacks to ``app``."""
+    buttons = (ids.ST_SYN_DL_CSV, ids.ST_SYN_DL_JSON, ids.ST_SYN_DL_HTML)
+
+    @app.callback(Output(ids.ST_SYN_RUN, "children"), Input(ids.ST_SYN_EPS, "value"),
+                  prevent_initial_call=True)
+    def _label(epsilon):
+        try:
+            return layout.run_label(check_epsilon(epsilon))
+        except DPError:
+            return layout.run_label(None)
+
+    @app.callback(Output(ids.ST_SYN_COLUMNS, "options"), Output(ids.ST_SYN_COLUMNS, "value"),
+                  Output(ids.ST_SYN_SKIPPED, "children"),
+                  Output({"type": ids.ST_SYN_OWNER, "index": ALL}, "options"),
+                  Input(ids.ST_SYN_DATASET, "value"), prevent_initial_call=True)
+    def _dataset(dataset_id):
+        """Another dataset: its synthesizable columns (public schema) and targets."""
+        identity = services.identity.current()
+        owner_outputs = ctx.outputs_list[3] if isinstance(ctx.outputs_list, list) else []
+        try:
+            ds = services.registry.get(str(dataset_id), owner=access.is_owner(identity))
+        except DPError as exc:
+            return [], [], str(exc), [no_update for _ in owner_outputs]
+        columns, skipped = columns_of(ds.schema)
+        opts = {"target": base.target_options(targets(ds.schema)) if access.is_owner(identity)
+                else no_update}
+        return (layout.column_options(columns), [n for n, _ in columns],
+                layout.skipped_text(skipped),
+                [opts.get(o["id"]["index"], no_update) for o in owner_outputs])
+
+    @app.callback(
+        Output(ids.ST_SYN_JOB, "data"), Output(ids.ST_SYN_POLL, "disabled"),
+        Output(ids.ST_SYN_PROGRESS, "children"), Output(ids.ST_SYN_MESSAGE, "children"),
+        Output(ids.ST_SYN_RESULTS, "children"), *[Output(b, "disabled") for b in buttons],
+        Input(ids.ST_SYN_RUN, "n_clicks"), State(ids.ST_SYN_DATASET, "value"),
+        State(ids.ST_SYN_EPS, "value"), State(ids.ST_SYN_COLUMNS, "value"),
+        State({"type": ids.ST_SYN_OWNER, "index": ALL}, "value"), prevent_initial_call=True)
+    def _make(_clicks, dataset_id, epsilon, columns, _owner):
+        """Check the request, then queue it and start polling (nothing charged on refusal)."""
+        identity = services.identity.current()
+        target, compare = _owner_options() if access.is_owner(identity) else (None, False)
+        try:
+            token = services.studio.start_synthetic(
+                identity, str(dataset_id), epsilon, columns=_columns(columns), target=target,
+                compare=compare)
+        except DPError as exc:
+            return (no_update, no_update, None, base.message(str(exc)), no_update,
+                    no_update, no_update, no_update)
+        return (token, False, base.job_progress(0, "Waiting to start…", PROGRESS_NAME), None,
+                None, True, True, True)
+
+    @app.callback(Output(ids.ST_SYN_PROGRESS, "children", allow_duplicate=True),
+                  Output(ids.ST_SYN_RESULTS, "children", allow_duplicate=True),
+                  Output(ids.ST_SYN_MESSAGE, "children", allow_duplicate=True),
+                  Output(ids.ST_SYN_POLL, "disabled", allow_duplicate=True),
+                  *[Output(b, "disabled", allow_duplicate=True) for b in buttons],
+                  Input(ids.ST_SYN_POLL, "n_intervals"), State(ids.ST_SYN_JOB, "data"),
+                  prevent_initial_call=True)
+    def _poll(_n, token):
+        """The job's progress, then its result (identity checked on every poll)."""
+        record = services.studio.job(services.identity.current(), token)
+
+        def render(result: dict[str, Any]) -> Any:
+            return layout.results(result) if result.get("kind") == "synthetic" else None
+
+        bar, results, msg, stop, no_files = poll_view(record, render, PROGRESS_NAME)
+        return bar, results, msg, stop, no_files, no_files, no_files
+
+    @app.callback(Output(ids.ST_SYN_DOWNLOAD, "data"),
+                  Output(ids.ST_SYN_MESSAGE, "children", allow_duplicate=True),
+                  *[Input(b, "n_clicks") for b in buttons], State(ids.ST_SYN_JOB, "data"),
+                  prevent_initial_call=True)
+    def _download(_csv, _json, _html, token):
+        which = {ids.ST_SYN_DL_CSV: "csv", ids.ST_SYN_DL_JSON: "json"}.get(ctx.triggered_id,
+                                                                         "html")
+        return send(services, token, "synthetic", which)
