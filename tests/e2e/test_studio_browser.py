@@ -113,7 +113,8 @@ def test_owner_runs_tunes_and_downloads_a_per_record_copy(dash_duo, tmp_path):
     assert graphs and len(driver.find_elements(
         By.CSS_SELECTOR, f"#{ids.ST_SYN_RESULTS} caption")) >= len(graphs)
     # the whole page with both results drawn: no serious or critical axe violation, Plotly's
-    # own modebar aside (its 22 px buttons fail target-size on every page with a plot drawn)
+    # own modebar aside (app.css makes its buttons 24 px, but on these stacked charts axe
+    # still finds one partly covered, by 3 px: a known gap, see the closing note)
     from tests.e2e.test_accessibility_browser import AXE_TAGS, BLOCKING, _axe_source
 
     driver.set_script_timeout(120)
