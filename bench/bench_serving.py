@@ -333,7 +333,7 @@ def report(setting: Setting, m: dict) -> tuple[list[str], list[str]]:
         f"{_pct(by.get('release', []), 95)} | {len(by.get('price', []))}: "
         f"{_pct(by.get('price', []), 50)} / {_pct(by.get('price', []), 95)} | "
         f"{len(fresh) / m['wall']:.1f} | {len(cached) / m['wall']:.1f} | {m['wall']:.0f} | "
-        f"{m["server_cpu"]:.0f} / {m["client_cpu"]:.1f} | {rss} | "
+        f"{m['server_cpu']:.0f} / {m['client_cpu']:.1f} | {rss} | "
         f"{m['load_before']} → {m['load_after']} |"]
     other = {k: len(v) for k, v in by.items() if k not in ("cached", "release", "price")}
     notes = []
