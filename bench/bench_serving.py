@@ -25,6 +25,7 @@ import contextlib
 import gzip
 import http.client
 import json
+import os
 import random
 import resource
 import sys
@@ -32,6 +33,7 @@ import tempfile
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -186,17 +188,28 @@ def cached_session(http: HttpSession, run: Run | None, t0: float, stop: threadin
 
 @dataclass(frozen=True)
 class Setting:
+    """``W:T[:C]``: workers, gthread threads, worker connections (default: the config's)."""
+
     workers: int
     threads: int
+    connections: int | None = None
 
     @classmethod
     def parse(cls, text: str) -> Setting:
-        w, _, t = text.partition(":")
-        return cls(int(w), int(t or 1))
+        w, t, *c = text.split(":")
+        return cls(int(w), int(t), int(c[0]) if c else None)
+
+    @property
+    def args(self) -> str:
+        extra = f" --worker-connections {self.connections}" if self.connections else ""
+        return f"-k gthread --threads {self.threads}{extra}"
 
     @property
     def label(self) -> str:
-        return f"-w {self.workers} -k gthread --threads {self.threads}"
+        return f"-w {self.workers} {self.args}"
+
+    def named(self, database: str | None) -> str:
+        return f"{self.label}, {'PostgreSQL' if database else 'SQLite'} ledger"
 
 
 class Monitor(threading.Thread):
@@ -218,15 +231,37 @@ class Monitor(threading.Thread):
         return sum(sum(p.cpu_times()[:2]) for p in self.procs)
 
 
-def serve(glob: str, tmp: Path, setting: Setting, sessions: int) -> GunicornApp:
+@contextlib.contextmanager
+def ledger_database(server_url: str | None) -> Iterator[str]:
+    """'' (SQLite in the data directory), or a fresh PostgreSQL database, dropped after."""
+    if not server_url:
+        yield ""
+        return
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    url = make_url(server_url)
+    name = f"bench_serving_{os.getpid()}_{int(time.time())}"
+    admin = url.set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield url.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def serve(glob: str, tmp: Path, setting: Setting, sessions: int,
+          database_url: str) -> GunicornApp:
     """The app on a fresh data directory, users mode, unlimited collaborator budget."""
     users = tmp / "users.json"
     for name, role in users_of(sessions).items():
         add_user(users, name, role, PASSWORD)
     env = warehouse_env(glob, tmp)
-    args = f"-c {DEPLOY_CONF} -k gthread --threads {setting.threads}"
+    args = f"-c {DEPLOY_CONF} {setting.args}"
     extra = {"COHORT_USERS_FILE": str(users), "SECRET_KEY": "bench-serving-" + "s" * 40,
-             "DATABASE_URL": "", "GUNICORN_CMD_ARGS": args,
+             "DATABASE_URL": database_url, "GUNICORN_CMD_ARGS": args,
              "COHORT_BUDGETS": json.dumps({"collaborator": "unlimited", "dataset_cap": None}),
              "COHORT_LOGIN_CLIENT_MAX_FAILURES": "1000"}
     srv = GunicornApp({k: env[k] for k in ("COHORT_WAREHOUSE", "COHORT_DATA_DIR")} | extra,
@@ -254,11 +289,12 @@ def logged_in(srv: GunicornApp, name: str) -> HttpSession:
 
 
 def measure(glob: str, schema: Schema, setting: Setting, *, sessions: int,
-            duration: float) -> dict:
+            duration: float, database: str | None = None) -> dict:
     """One server, one load: latencies by kind, throughput, memory, CPU, load averages."""
-    with tempfile.TemporaryDirectory(prefix="bench-serving-") as name:
+    with tempfile.TemporaryDirectory(prefix="bench-serving-") as name, \
+            ledger_database(database) as url:
         tmp = Path(name)
-        srv = serve(glob, tmp, setting, sessions)
+        srv = serve(glob, tmp, setting, sessions, url)
         try:
             return _load(srv, schema, sessions, duration)
         finally:
@@ -314,7 +350,7 @@ def _pct(values: list[float], q: float) -> str:
     return f"{np.percentile(values, q) * 1000:.0f}" if values else "–"
 
 
-def report(setting: Setting, m: dict) -> tuple[list[str], list[str]]:
+def report(setting: Setting, m: dict, database: str | None) -> tuple[list[str], list[str]]:
     """The table row of one configuration, and notes on unexpected outcomes."""
     run: Run = m["run"]
     by: dict[str, list[float]] = {}
@@ -326,7 +362,7 @@ def report(setting: Setting, m: dict) -> tuple[list[str], list[str]]:
     verdict = "PASS" if p95 <= TARGET_P95 else "FAIL"
     rss = ", ".join(f"{v / 1e6:.0f}" for v in m["peak_rss"].values())
     lines = [
-        f"| {setting.label} | {len(alone)} alone: {_pct(alone, 50)} / {_pct(alone, 95)} | "
+        f"| {setting.named(database)} | {len(alone)}: {_pct(alone, 50)} / {_pct(alone, 95)} | "
         f"{len(cached)}: {_pct(cached, 50)} / {_pct(cached, 95)} / {_pct(cached, 99)} / "
         f"{max(cached) * 1000 if cached else 0:.0f} | **{verdict}** | "
         f"{len(by.get('release', []))}: {_pct(by.get('release', []), 50)} / "
@@ -338,7 +374,7 @@ def report(setting: Setting, m: dict) -> tuple[list[str], list[str]]:
     other = {k: len(v) for k, v in by.items() if k not in ("cached", "release", "price")}
     notes = []
     if other:
-        notes.append(f"{setting.label}: other outcomes {other}; first messages: "
+        notes.append(f"{setting.named(database)}: other outcomes {other}; first messages: "
                      + " · ".join(run.messages[:3]))
     return lines, notes
 
@@ -352,7 +388,8 @@ HEAD = ("| server | cached alone, n: p50 / p95 ms | cached under load, n: p50 / 
 def section(command: str, glob: str, rows: list[str], sessions: int, duration: float) -> str:
     parts = [SECTION, "", f"Command: `{command}`", "",
              f"`bench/bench_serving.py`: the real app under gunicorn with "
-             f"`{DEPLOY_CONF.relative_to(ROOT)}` (users mode, SQLite ledger and sessions), "
+             f"`{DEPLOY_CONF.relative_to(ROOT)}` (users mode; ledger and sessions in SQLite or "
+             "PostgreSQL as the row says), "
              f"its dataset a 1e7-row Parquet warehouse entry (`{Path(glob).parent.name}`, "
              "DuckDB). "
              f"{sessions} sessions ({sessions // 2} owners, {sessions - sessions // 2} "
@@ -384,6 +421,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="workers:threads, repeatable (default 4:4)")
     parser.add_argument("--sessions", type=int, default=8)
     parser.add_argument("--duration", type=float, default=90.0)
+    parser.add_argument("--database-url", default=None,
+                        help="a PostgreSQL server URL for the ledger and sessions (a fresh "
+                             "database per run, dropped after); default SQLite")
     parser.add_argument("--out", type=Path, default=None,
                         help=f"write the section into this file (e.g. {BENCH_DIR.name}/"
                              "RESULTS_warehouse.md)")
@@ -395,7 +435,8 @@ def main(argv: list[str] | None = None) -> int:
     for text in args.config or ["4:4"]:
         setting = Setting.parse(text)
         row, note = report(setting, measure(glob, schema, setting, sessions=args.sessions,
-                                            duration=args.duration))
+                                            duration=args.duration,
+                                            database=args.database_url), args.database_url)
         rows += row
         notes += note
         print(*row, *note, sep="\n", flush=True)
