@@ -188,16 +188,19 @@ def cached_session(http: HttpSession, run: Run | None, t0: float, stop: threadin
 
 @dataclass(frozen=True)
 class Setting:
-    """``W:T[:C]``: workers, gthread threads, worker connections (default: the config's)."""
+    """``W:T[:C[:S]]``: workers, gthread threads, worker connections and the workers' GIL
+    switch interval in ms (C, S empty or absent: the config file's)."""
 
     workers: int
     threads: int
     connections: int | None = None
+    switch_ms: float | None = None
 
     @classmethod
     def parse(cls, text: str) -> Setting:
-        w, t, *c = text.split(":")
-        return cls(int(w), int(t), int(c[0]) if c else None)
+        w, t, *rest = text.split(":") + ["", ""]
+        return cls(int(w), int(t), int(rest[0]) if rest[0] else None,
+                   float(rest[1]) if rest[1] else None)
 
     @property
     def args(self) -> str:
@@ -209,7 +212,8 @@ class Setting:
         return f"-w {self.workers} {self.args}"
 
     def named(self, database: str | None) -> str:
-        return f"{self.label}, {'PostgreSQL' if database else 'SQLite'} ledger"
+        switch = f", switch interval {self.switch_ms:g} ms" if self.switch_ms else ""
+        return f"{self.label}{switch}, {'PostgreSQL' if database else 'SQLite'} ledger"
 
 
 class Monitor(threading.Thread):
@@ -264,6 +268,8 @@ def serve(glob: str, tmp: Path, setting: Setting, sessions: int,
              "DATABASE_URL": database_url, "GUNICORN_CMD_ARGS": args,
              "COHORT_BUDGETS": json.dumps({"collaborator": "unlimited", "dataset_cap": None}),
              "COHORT_LOGIN_CLIENT_MAX_FAILURES": "1000"}
+    if setting.switch_ms:
+        extra["COHORT_SWITCH_INTERVAL_MS"] = str(setting.switch_ms)
     srv = GunicornApp({k: env[k] for k in ("COHORT_WAREHOUSE", "COHORT_DATA_DIR")} | extra,
                       tmp / "log", workers=setting.workers)
     srv.start()
