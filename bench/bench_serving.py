@@ -188,19 +188,16 @@ def cached_session(http: HttpSession, run: Run | None, t0: float, stop: threadin
 
 @dataclass(frozen=True)
 class Setting:
-    """``W:T[:C[:S]]``: workers, gthread threads, worker connections and the workers' GIL
-    switch interval in ms (C, S empty or absent: the config file's)."""
+    """``W:T[:C]``: workers, gthread threads, worker connections (default: the config's)."""
 
     workers: int
     threads: int
     connections: int | None = None
-    switch_ms: float | None = None
 
     @classmethod
     def parse(cls, text: str) -> Setting:
-        w, t, *rest = text.split(":") + ["", ""]
-        return cls(int(w), int(t), int(rest[0]) if rest[0] else None,
-                   float(rest[1]) if rest[1] else None)
+        w, t, *c = text.split(":")
+        return cls(int(w), int(t), int(c[0]) if c and c[0] else None)
 
     @property
     def args(self) -> str:
@@ -212,8 +209,7 @@ class Setting:
         return f"-w {self.workers} {self.args}"
 
     def named(self, database: str | None) -> str:
-        switch = f", switch interval {self.switch_ms:g} ms" if self.switch_ms else ""
-        return f"{self.label}{switch}, {'PostgreSQL' if database else 'SQLite'} ledger"
+        return f"{self.label}, {'PostgreSQL' if database else 'SQLite'} ledger"
 
 
 class Monitor(threading.Thread):
@@ -268,8 +264,6 @@ def serve(glob: str, tmp: Path, setting: Setting, sessions: int,
              "DATABASE_URL": database_url, "GUNICORN_CMD_ARGS": args,
              "COHORT_BUDGETS": json.dumps({"collaborator": "unlimited", "dataset_cap": None}),
              "COHORT_LOGIN_CLIENT_MAX_FAILURES": "1000"}
-    if setting.switch_ms:
-        extra["COHORT_SWITCH_INTERVAL_MS"] = str(setting.switch_ms)
     srv = GunicornApp({k: env[k] for k in ("COHORT_WAREHOUSE", "COHORT_DATA_DIR")} | extra,
                       tmp / "log", workers=setting.workers)
     srv.start()
@@ -420,11 +414,27 @@ def write_section(path: Path, text: str) -> None:
     path.write_text(new.rstrip() + "\n", encoding="utf-8")
 
 
+def run(glob: str, configs: list[str], *, sessions: int = 8, duration: float = 90.0,
+        database: str | None = None, command: str = "python -m bench.bench_serving") -> str:
+    """Measure every configuration in turn; the markdown section of the results."""
+    schema = read_schema_file(SAMPLE_SCHEMA)
+    rows: list[str] = []
+    notes: list[str] = []
+    for text in configs:
+        setting = Setting.parse(text)
+        row, note = report(setting, measure(glob, schema, setting, sessions=sessions,
+                                            duration=duration, database=database), database)
+        rows += row
+        notes += note
+        print(*row, *note, sep="\n", flush=True)
+    return section(command, glob, rows + [""] + notes, sessions, duration)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", default="1e7", choices=("1e6", "1e7"))
     parser.add_argument("--config", action="append", default=None,
-                        help="workers:threads, repeatable (default 4:4)")
+                        help="W:T[:C[:S]] (see Setting), repeatable; default 4:4")
     parser.add_argument("--sessions", type=int, default=8)
     parser.add_argument("--duration", type=float, default=90.0)
     parser.add_argument("--database-url", default=None,
@@ -434,26 +444,15 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"write the section into this file (e.g. {BENCH_DIR.name}/"
                              "RESULTS_warehouse.md)")
     args = parser.parse_args(argv)
-    glob = prepare([args.rows])[args.rows]
-    schema = read_schema_file(SAMPLE_SCHEMA)
-    rows: list[str] = []
-    notes: list[str] = []
-    for text in args.config or ["4:4"]:
-        setting = Setting.parse(text)
-        row, note = report(setting, measure(glob, schema, setting, sessions=args.sessions,
-                                            duration=args.duration,
-                                            database=args.database_url), args.database_url)
-        rows += row
-        notes += note
-        print(*row, *note, sep="\n", flush=True)
     command = "python -m bench.bench_serving " + " ".join(sys.argv[1:] if argv is None
                                                            else argv)
-    text = section(command.strip(), glob, rows + [""] + notes, args.sessions, args.duration)
+    text = run(prepare([args.rows])[args.rows], args.config or ["4:4"],
+               sessions=args.sessions, duration=args.duration, database=args.database_url,
+               command=command.strip())
     print(text)
     if args.out:
         write_section(args.out, text)
     return 0
-
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -3,20 +3,15 @@
     gunicorn -c /etc/cohort/gunicorn.conf.py app:server
 
 Workers share the ledger, the sessions and the login throttle through DATABASE_URL.
-Threaded workers (gthread) let a cached answer be served while other threads of the same
-worker compute uncached views; the interpreter's switch interval is shortened so that a
-cached request, which gives up the GIL at every SQL or socket call, does not wait up to
-5 ms to take it back each time (bench/bench_serving.py measures both).
+Threaded workers (gthread), as the README documents: a cached answer is served by a free
+thread while other threads compute uncached views, instead of queueing behind them in a
+sync worker. bench/bench_serving.py measures this file under load (bench/RESULTS.md).
 """
-
-import os
-import sys
 
 bind = "127.0.0.1:8050"          # loopback only: nginx is the one door from the network
 workers = 4
 worker_class = "gthread"
 threads = 4
-switch_interval_ms = float(os.environ.get("COHORT_SWITCH_INTERVAL_MS", "1"))
 timeout = 120                     # a large owner upload is parsed within one request
 graceful_timeout = 30
 forwarded_allow_ips = "127.0.0.1"  # only nginx's forwarded headers are believed
@@ -26,7 +21,3 @@ limit_request_field_size = 8190
 accesslog = "-"
 errorlog = "-"
 
-
-def post_fork(server, worker):
-    """Shorter GIL hand-over in each worker (Python's default is 5 ms)."""
-    sys.setswitchinterval(switch_interval_ms / 1000)
