@@ -427,7 +427,7 @@ def run(glob: str, configs: list[str], *, sessions: int = 8, duration: float = 9
         rows += row
         notes += note
         print(*row, *note, sep="\n", flush=True)
-    return section(command, glob, rows + [""] + notes, sessions, duration)
+    return section(command, glob, rows + ([""] + notes if notes else []), sessions, duration)
 
 
 def main(argv: list[str] | None = None) -> int:
