@@ -2,6 +2,9 @@
 
     python -m bench.bench_warehouse [--sizes 1e6,1e7,1e8] [--backends duckdb,postgres,spark]
                                     [--pg-sizes 1e6,1e7] [--spark-sizes 1e6,1e7,1e8] [--out F]
+                                    [--serving 4:4,2:8]
+
+``--serving``: cached answers under uncached load at 1e7 (``bench/bench_serving.py``).
 
 Data: ``sample_data/generate.py --rows N`` CSVs in bench/data (git-ignored), streamed into
 Parquet by the app's own ingestion (``services.data.sources.ingest``). The 1e8 table is the
@@ -269,6 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--no-serving", action="store_true", help="skip memory and gunicorn")
+    parser.add_argument("--serving", default="4:4,2:8",
+                        help="bench_serving configurations at 1e7 ('' to skip)")
     args = parser.parse_args(argv)
     sizes = args.sizes.split(",")
     allowed = {"duckdb": sizes, "duckdb_pre": sizes, "postgres": args.pg_sizes.split(","),
@@ -319,7 +324,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.no_serving:
         return _finish(lines, t_start, args.out)
     lines += ["", "Resident memory of one web worker (app built, every view answered):", "",
-              "| rows | RSS (MB) | peak (MB) | sample rows held |", "|---|---|---|---|"]
+              "| rows | RSS (MB) | peak (MB) | sample rows held (anonymizer, studio, Data page) |",
+              "|---|---|---|---|"]
     mem = {}
     for key in sizes:
         mem[key] = worker_memory(globs[key])
@@ -337,6 +343,11 @@ def main(argv: list[str] | None = None) -> int:
               f"First page on the wire (gzip): {g['wire'] / 1e3:.0f} kB (target ≤ 1000 kB): "
               f"**{'PASS' if g['wire'] <= 1e6 else 'FAIL'}**.",
               ]
+    if "1e7" in globs and args.serving:
+        from bench import bench_serving
+
+        lines += ["", bench_serving.run(globs["1e7"], args.serving.split(","),
+                                        command="python -m bench.bench_warehouse (serving part)")]
     return _finish(lines, t_start, args.out)
 
 
