@@ -2,7 +2,9 @@
 
     python -m bench.bench_warehouse [--sizes 1e6,1e7,1e8] [--backends duckdb,postgres,spark]
                                     [--pg-sizes 1e6,1e7] [--spark-sizes 1e6,1e7,1e8] [--out F]
-                                    [--serving 4:4,2:8]
+                                    [--serving 4:4,2:8] [--memory-only]
+
+``--memory-only``: only the worker memory table and the gunicorn total (no latency, serving).
 
 ``--serving``: cached answers under uncached load at 1e7 (``bench/bench_serving.py``).
 
@@ -188,7 +190,8 @@ for queries in views(ds.schema).values():
     aggregates_many(ds, queries)
 rss = psutil.Process().memory_info().rss
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-print(json.dumps({"rss": rss, "peak": peak, "sample_rows": len(ds.frame)}))
+held = len(ds.frame) if getattr(ds.table, "loaded", True) else 0  # never read it here
+print(json.dumps({"rss": rss, "peak": peak, "sample_rows": held}))
 """
 
 
@@ -274,6 +277,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-serving", action="store_true", help="skip memory and gunicorn")
     parser.add_argument("--serving", default="4:4,2:8",
                         help="bench_serving configurations at 1e7 ('' to skip)")
+    parser.add_argument("--memory-only", action="store_true",
+                        help="only worker memory and the gunicorn total")
     args = parser.parse_args(argv)
     sizes = args.sizes.split(",")
     allowed = {"duckdb": sizes, "duckdb_pre": sizes, "postgres": args.pg_sizes.split(","),
@@ -288,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
              f"{args.repeats} calls, seconds:", ""]
     results: dict[tuple[str, str], dict] = {}
     build: dict[str, float] = {}
-    for backend in args.backends.split(","):
+    for backend in [] if args.memory_only else args.backends.split(","):
         for key in sizes:
             if key not in allowed[backend] or (backend == "postgres" and not pg_url):
                 continue
@@ -304,11 +309,14 @@ def main(argv: list[str] | None = None) -> int:
             print(backend, key, results[(backend, key)], flush=True)
     if pg_url and "postgres" in args.backends:
         drop_postgres(pg_url)
+    if args.memory_only:
+        lines = lines[:-2]  # no latency table
     names = list(views(schema))
     cols = [f"{b} {k}" for (b, k) in results]
-    lines.append("| view | " + " | ".join(cols) + " |")
-    lines.append("|---|" + "---|" * len(cols))
-    for name in names:
+    if cols:
+        lines.append("| view | " + " | ".join(cols) + " |")
+        lines.append("|---|" + "---|" * len(cols))
+    for name in names if cols else []:
         cells = [f"{results[c][name][0]:.3f} ({results[c][name][1]:.3f})" for c in results]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     for key, target in TARGETS.items():
@@ -321,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     for key, seconds in build.items():
         lines.append(f"\nduckdb_pre {key}: precomputed tables of these views built once in "
                      f"{seconds:.2f} s (first uncached request per column set pays it).")
-    if args.no_serving:
+    if args.no_serving and not args.memory_only:
         return _finish(lines, t_start, args.out)
     lines += ["", "Resident memory of one web worker (app built, every view answered):", "",
               "| rows | RSS (MB) | peak (MB) | sample rows held (anonymizer, studio, Data page) |",
@@ -343,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
               f"First page on the wire (gzip): {g['wire'] / 1e3:.0f} kB (target ≤ 1000 kB): "
               f"**{'PASS' if g['wire'] <= 1e6 else 'FAIL'}**.",
               ]
-    if "1e7" in globs and args.serving:
+    if "1e7" in globs and args.serving and not args.memory_only:
         from bench import bench_serving
 
         lines += ["", bench_serving.run(globs["1e7"], args.serving.split(","),

@@ -120,7 +120,7 @@ def overview(datasets: list, problems: list[str]) -> html.Div:
     header = ["Dataset", "Id", "Source", "Rows", "Columns", "Version", "Schema"]
     body = [
         html.Tr([html.Td(d.title), html.Td(html.Code(d.id)), html.Td(d.source),
-                 html.Td(len(d.frame)), html.Td(len(d.schema.columns)),
+                 html.Td(d.row_count), html.Td(len(d.schema.columns)),
                  html.Td(html.Code(d.version)),
                  html.Td(dbc.Badge("confirmed", color="success") if d.schema.confirmed
                          else dbc.Badge("awaiting confirmation", color="warning"))])

@@ -31,6 +31,7 @@ from services.data.sources.base import DataSource
 from services.data.sources.duckdb_source import DuckDBSettings
 from services.data.sources.large import WarehouseSpec
 from services.data.sources.registry_large import LargeDatasets
+from services.data.sources.sample import LazySample
 
 __all__ = [
     "SAMPLE_CSV", "SAMPLE_ID", "SAMPLE_SCHEMA", "Dataset", "DatasetError", "DatasetRegistry",
@@ -52,20 +53,34 @@ def content_version(content: bytes) -> str:
 
 @dataclass(frozen=True, eq=False)
 class Dataset:
-    """One loaded dataset: normalized frame plus its public schema and owner-only report.
+    """One loaded dataset: its rows (or a lazy sample), public schema and owner-only report.
 
-    Compared by identity (``eq=False``): a DataFrame has no single truth value.
+    ``table`` is the normalized frame of a small dataset, or for a large file or warehouse
+    table a ``LazySample`` read only when a row-based page asks for ``frame``. Compared by
+    identity (``eq=False``): a DataFrame has no single truth value.
     """
 
     id: str
     title: str
     version: str
-    frame: pd.DataFrame = field(repr=False)
+    table: pd.DataFrame | LazySample | None = field(repr=False)
     schema: Schema
     load_report: LoadReport
     source: str = "upload"  # "sample", "config" or "upload"
     filename: str = ""
     data: DataSource | None = field(default=None, repr=False)  # large / warehouse: aggregates
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        """The rows row-based pages use; a large dataset's capped sample is read here once."""
+        table = self.table
+        return table.get().frame if isinstance(table, LazySample) else table
+
+    @property
+    def row_count(self) -> int:
+        """Rows in the dataset (every row of a large one), without reading any."""
+        table = self.table
+        return self.load_report.rows if isinstance(table, LazySample) else len(table)
 
     @property
     def schema_version(self) -> str:
@@ -249,7 +264,7 @@ class DatasetRegistry(LargeDatasets):
             frame, schema, report = self._load(entry.raw_path.read_bytes(),
                                                ds.filename or entry.raw_path.name, schema,
                                                NO_LIMIT)
-        return replace(ds, frame=frame, schema=schema, load_report=report)
+        return replace(ds, table=frame, schema=schema, load_report=report)
 
     def _add_file(self, path: Path, dataset_id: str, source: str, schema: Schema | None) -> None:
         if source != "sample" and self._is_large(path):

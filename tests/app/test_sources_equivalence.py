@@ -190,25 +190,32 @@ def dataset(request, tmp_path_factory, postgres_cleanup):
     frame["row_id"] = np.arange(len(frame))
     queries = (_edge_queries if request.param == "edge_cases" else _sample_queries)(schema)
     parquet = frame_to_parquet(frame, tmp_path_factory.mktemp("pq") / "data.parquet")
-    opened = {}
     factories = {"duckdb": lambda: DuckDBSource(parquet),
                  "duckdb_precomputed": lambda: DuckDBSource(
                      parquet, precompute_dir=parquet.parent / "precomputed"),
                  "postgres": lambda: _postgres(frame, request.param),
                  "spark": lambda: _spark(parquet)}
     memory = PandasSource(frame)
+    opened = {"memory": memory}
     answers = {"memory": [memory.aggregate(q) for q in queries]}
     yield request.param, queries, factories, answers, opened
     for src in opened.values():
         src.close()
 
 
+def _opened(dataset, backend: str):
+    """The backend's source, opened once per dataset."""
+    *_, factories, _, opened = dataset
+    if backend not in opened:
+        opened[backend] = factories[backend]()
+    return opened[backend]
+
+
 def _answers(dataset, backend: str) -> list:
     """The backend's aggregates of every query, computed once (one statement)."""
-    _, queries, factories, answers, opened = dataset
+    _, queries, _, answers, _ = dataset
     if backend not in answers:
-        opened[backend] = factories[backend]()
-        answers[backend] = opened[backend].aggregate_many(queries)
+        answers[backend] = _opened(dataset, backend).aggregate_many(queries)
     return answers[backend]
 
 
@@ -231,6 +238,12 @@ def test_aggregates_identical_to_the_numpy_reference(dataset, backend):
     for want, have in zip(expected, got, strict=True):
         assert np.sum(getattr(want, "counts", getattr(want, "count", 0))) > 0
         _same(have, want)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_row_count_is_the_tables_row_count(dataset, backend):
+    """What the registry lists for a warehouse table instead of reading its rows."""
+    assert _opened(dataset, backend).row_count() == _opened(dataset, "memory").row_count() > 0
 
 
 # ------------------------------------------------------------------------------ releases

@@ -72,6 +72,10 @@ class DataSource(ABC):
     def candidate_counts(self, query: AggregateQuery) -> CandidateCounts: ...
 
     @abstractmethod
+    def row_count(self) -> int:
+        """How many rows the table holds, counted where it lives (no row is read)."""
+
+    @abstractmethod
     def read_rows(self, columns: Sequence[str], *, cap: int = ROW_CAP,
                   seed: int = 0) -> RowSample:
         """At most ``cap`` rows of ``columns`` (a seeded uniform sample past it)."""

@@ -2,9 +2,10 @@
 
 Above ``large_file_bytes`` a CSV is streamed into Parquet once (``ingest``) and queried with
 DuckDB. Sound-mode Explore views never read rows: they are released from the source's exact
-aggregates over every row (``services/views``). The process keeps only a seeded sample of at
-most ``ROW_CAP`` rows as the dataset's ``frame`` for the pages that need rows (schema review,
-the anonymizer; paper mode reads its own capped sample), which say so. The file's
+aggregates over every row (``services/views``). The pages that need rows (the anonymizer,
+the release studio; paper mode reads its own capped sample) get the dataset's ``frame``: a
+seeded sample of at most ``ROW_CAP`` rows read on their first use (``LazySample``), never at
+startup, and they say so. The file's
 version (SHA-256 of its bytes) is remembered by size and modification time, so a restart or
 another worker does not hash gigabytes again.
 
@@ -31,14 +32,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from dp_engine.schema import Schema
 from services.data.errors import DatasetError
 from services.data.load_report import LoadReport
 from services.data.sources.base import ROW_CAP, DataSource
 from services.data.sources.duckdb_source import DuckDBSettings, DuckDBSource
 from services.data.sources.ingest import HASH_BLOCK, ingest_csv, stored
+from services.data.sources.sample import LazySample
 
 _version_lock = threading.Lock()
 
@@ -51,7 +51,7 @@ class LargeDataset:
     schema: Schema
     report: LoadReport
     source: DataSource
-    sample: pd.DataFrame = field(repr=False)
+    sample: LazySample = field(repr=False)   # read on first use, never here
 
 
 def cached_version(path: Path, cache_dir: Path) -> str:
@@ -80,15 +80,15 @@ def cached_version(path: Path, cache_dir: Path) -> str:
 
 def open_large_csv(path: Path, store: Path, dataset_id: str, schema: Schema | None,
                    settings: DuckDBSettings | None = None) -> LargeDataset:
-    """The file as a DuckDB source (ingested on first use) and its capped sample."""
+    """The file as a DuckDB source (ingested on first use) and its capped sample, unread."""
     version = cached_version(path, store)
     done = stored(store, version, schema) if schema is not None else None
     if done is None:
         done = ingest_csv(path, store, schema=schema, dataset_id=dataset_id)
     source = DuckDBSource(done.glob, settings or DuckDBSettings(),
                           precompute_dir=done.parquet / "precomputed")
-    sample = source.read_rows(done.schema.names, cap=ROW_CAP).frame
-    return LargeDataset(done.version, done.schema, done.report, source, sample)
+    return LargeDataset(done.version, done.schema, done.report, source,
+                        LazySample(source, done.schema.names, cap=ROW_CAP))
 
 
 @dataclass(frozen=True)

@@ -71,6 +71,9 @@ class PandasSource(DataSource):
                                     **self._groups(query, keep), **self._bound(query))
 
     # ---- rows --------------------------------------------------------------------------
+    def row_count(self) -> int:
+        return len(self.frame)
+
     def read_rows(self, columns: Sequence[str], *, cap: int = ROW_CAP,
                   seed: int = 0) -> RowSample:
         self.check_columns(columns)

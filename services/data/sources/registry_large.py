@@ -3,7 +3,8 @@
 A mixin of ``DatasetRegistry`` (kept apart so the registry module stays about small files):
 above ``large_file_bytes`` a configured CSV becomes a DuckDB/Parquet source, and every
 ``WarehouseSpec`` a PostgreSQL or Spark source. Their ``Dataset.frame`` is a capped sample
-(``ROW_CAP`` rows) for row-based pages; aggregates come from ``Dataset.data``.
+(``ROW_CAP`` rows) for row-based pages, read on first use (``LazySample``), never while the
+registry loads; aggregates come from ``Dataset.data``.
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ from services.data.schema_files import read_schema_file
 from services.data.sources.base import ROW_CAP
 from services.data.sources.duckdb_source import DuckDBSettings
 from services.data.sources.large import WarehouseSpec, open_large_csv
+from services.data.sources.sample import LazySample
 
-SAMPLE_NOTE = (f"Large dataset: row-based pages (paper mode, anonymizer) use a seeded sample of "
-               f"{ROW_CAP:,} rows; sound-mode aggregates are computed on every row.")
+SAMPLE_NOTE = (f"Large dataset: row-based pages (paper mode, anonymizer, release studio) use a "
+               f"seeded sample of at most {ROW_CAP:,} rows, read when one first needs it; "
+               "sound-mode aggregates are computed on every row.")
 
 
 class LargeDatasets:
@@ -101,7 +104,7 @@ class LargeDatasets:
         big = open_large_csv(entry.raw_path, self._large_store(), ds.id, schema,
                              self.duckdb_settings)
         ds.data.close()
-        return replace(ds, frame=big.sample, schema=replace(big.schema, dataset=ds.id),
+        return replace(ds, table=big.sample, schema=replace(big.schema, dataset=ds.id),
                        load_report=_noted(big.report), data=big.source)
 
     def _add_warehouse(self, spec: WarehouseSpec) -> None:
@@ -111,15 +114,15 @@ class LargeDatasets:
             schema = replace(read_schema_file(spec.schema_file), dataset=spec.id)
             source = spec.open(self.storage_dir / "precomputed" / spec.identity)
             present = [n for n in schema.names if n in source.storage_kinds()]
-            sample = source.read_rows(present, cap=ROW_CAP)
+            rows = source.row_count()  # a COUNT where the table lives; no row is read
         except (OSError, DPError) as exc:
             self.problems.append(f"Warehouse table '{spec.id}' was not loaded: {exc}")
             return
-        report = LoadReport(rows=len(sample.frame), columns=len(present),
-                            warnings=(SAMPLE_NOTE,) if sample.sampled else ())
+        report = LoadReport(rows=rows, columns=len(present),
+                            warnings=(SAMPLE_NOTE,) if rows > ROW_CAP else ())
         title = spec.title or schema.title or spec.id
-        ds = Dataset(spec.id, title, spec.identity, sample.frame, schema, report, "config",
-                     spec.table or spec.path or "", data=source)
+        ds = Dataset(spec.id, title, spec.identity, LazySample(source, present, cap=ROW_CAP),
+                     schema, report, "config", spec.table or spec.path or "", data=source)
         self._entries[spec.id] = _Entry(ds, spec.schema_file, None)
 
 

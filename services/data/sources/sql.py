@@ -283,6 +283,9 @@ class SqlSource(DataSource):
         self.check_columns(query.columns)
         return self._plan.result(query, self._fetch(self._plan.statement(query)))
 
+    def row_count(self) -> int:
+        return int(self._fetch(select(func.count()).select_from(self._plan.table))[0][0])
+
     def _one(self, query: AggregateQuery):
         return self.aggregate(query)
 
