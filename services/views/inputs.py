@@ -31,6 +31,7 @@ from dp_engine.sound.release import Release
 from services.data.sources.query import AggregateQuery
 from services.data.sources.resolve import aggregates
 from services.ledger.plan import InternalSpec, epsilon_max
+from services.views.niced import niced
 
 SIZES = "sizes"
 PILOT = "pilot"
@@ -121,7 +122,7 @@ def planned_tiers(cache_key: tuple, statistic: str, scales: GroupScales, **kwarg
         hit = _plans.get(key)
     if hit is not None:
         return hit
-    tiers = sound.plan_tiers(statistic, scales, **kwargs)
+    tiers = niced(sound.plan_tiers, statistic, scales, **kwargs)   # the costly step
     with _plans_lock:
         if len(_plans) >= _CACHE_SIZE:
             _plans.clear()

@@ -29,6 +29,7 @@ from services.ledger.store import Ledger
 from services.views import statistics as st
 from services.views.answer import ViewAnswer
 from services.views.inputs import size_key, with_bound
+from services.views.niced import niced
 from services.views.plans import PLANS, HistogramPlan, PaperPlan, ViewPlan, plan_for
 from services.views.queries import ViewRequest
 
@@ -66,7 +67,8 @@ class ReleaseService:
             compute, truth = plan.compute(rows), None
         else:
             read = _aggregate_reader(plan, ds)
-            compute = plan.compute(read)
+            draw = plan.compute(read)
+            compute = lambda eps, rng: niced(draw, eps, rng)   # noqa: E731 (uncached only)
             truth = (lambda: plan.truth(read())) if owner else None
         served = self.ledger.release(plan, compute,
                                      lambda p, rel: plan.publish(p, rel, truth),
@@ -85,9 +87,8 @@ class ReleaseService:
         added = 0.0
         for spec in self.plan(identity, req, dataset=ds).inputs:
             if self.ledger.internal(str(ds.version), spec.key) is None:
-                self.ledger.release_internal(spec, dataset_id=str(ds.id),
-                                             dataset_version=str(ds.version),
-                                             payer=identity.role, rng=self._rng)
+                niced(self.ledger.release_internal, spec, dataset_id=str(ds.id),
+                      dataset_version=str(ds.version), payer=identity.role, rng=self._rng)
                 added += spec.epsilon
         return added
 
