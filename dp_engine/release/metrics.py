@@ -29,6 +29,8 @@ _POW10 = 10 ** np.arange(19, dtype=np.int64)
 
 
 def _floats(values: Any) -> np.ndarray:
+    if isinstance(values, np.ndarray) and values.dtype.kind == "f":
+        return values.astype(float, copy=False)          # already numbers: no copy
     return pd.to_numeric(pd.Series(values), errors="coerce").to_numpy(dtype=float,
                                                                       na_value=np.nan)
 
@@ -57,11 +59,15 @@ def privacy_match(original: Any, dp: Any, *, decimals: int | None = None) -> flo
 
 def _digits(x: np.ndarray) -> np.ndarray:
     """Number of decimal digits of non-negative integers (0 has one digit)."""
-    d = np.floor(np.log10(np.maximum(x, 1).astype(float))).astype(np.int64) + 1
-    d = np.minimum(d, _POW10.size - 1)
-    d += x >= _POW10[d]                    # float log10 can be one off near powers of ten
-    d -= (d > 1) & (x < _POW10[d - 1])
-    return d
+    return np.maximum(np.searchsorted(_POW10, x, side="right"), 1)
+
+
+def _leading(x: np.ndarray, digits: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """The ``m`` leading digits of ``x`` (``digits`` long): divides only where it must."""
+    out = x.copy()
+    cut = digits > m
+    out[cut] //= _POW10[(digits - m)[cut]]
+    return out
 
 
 def digimatch(original: Any, dp: Any, *, decimals: int = 0) -> float:
@@ -75,10 +81,22 @@ def digimatch(original: Any, dp: Any, *, decimals: int = 0) -> float:
     ib = np.minimum(np.rint(np.abs(b) * scale), limit).astype(np.int64)
     la, lb = _digits(ia), _digits(ib)
     m = np.minimum(la, lb)
-    ta, tb = ia // _POW10[la - m], ib // _POW10[lb - m]   # the m leading digits of each
-    k = np.zeros(a.size, dtype=np.int64)
-    for j in range(int(m.max())):
-        k += ((ta // _POW10[j]) % 10 != (tb // _POW10[j]) % 10) & (j < m)
+    ta, tb = _leading(ia, la, m), _leading(ib, lb, m)      # the m leading digits of each
+    # both are below 10^m, so digits past the m-th are 0 on both sides and never differ
+    top, width = max(int(ta.max()), int(tb.max())), int(m.max())
+    k = np.zeros(a.size, dtype=np.int32)
+    if top < 100_000:          # small numbers: each digit looked up, no division per row
+        table = np.zeros((top + 1, width), dtype=np.int8)
+        rest = np.arange(top + 1)
+        for j in range(width):
+            rest, table[:, j] = np.divmod(rest, 10)
+        for j in range(width):
+            k += table[ta, j] != table[tb, j]
+    else:
+        for _ in range(width):
+            ta, da = np.divmod(ta, 10)
+            tb, db = np.divmod(tb, 10)
+            k += da != db
     return float(np.mean(100.0 * k / m))
 
 
@@ -118,7 +136,17 @@ def _moments(x: np.ndarray) -> tuple[float, float]:
 def category_codes(values: Any, categories: Sequence[Any]) -> np.ndarray:
     """Codes in the public list (−1: missing or not listed); text and numbers match as text."""
     s = pd.Series(values)
-    codes = np.asarray(pd.Index(list(categories)).get_indexer(s.to_numpy(dtype=object)))
+    if isinstance(s.dtype, pd.CategoricalDtype):   # map its few categories, then gather
+        table = np.append(category_codes(np.asarray(s.cat.categories, dtype=object),
+                                         categories), -1)
+        return table[s.cat.codes.to_numpy()]          # code −1 (missing) picks the last
+    index = pd.Index(list(categories))
+    same_kind = (s.dtype.kind in "iuf" and index.inferred_type in ("integer", "floating")) \
+        or (s.dtype.kind == "b" and index.inferred_type == "boolean")
+    if same_kind:
+        codes = np.asarray(index.get_indexer(s.to_numpy()))     # numbers: no object copy
+    else:
+        codes = np.asarray(index.get_indexer(s.to_numpy(dtype=object)))
     if (codes < 0).any():   # e.g. "1" against 1: retry the unmatched as text
         text = pd.Index([str(c) for c in categories])
         miss = np.flatnonzero(codes < 0)
