@@ -98,3 +98,43 @@ def test_digit_counts_at_powers_of_ten():
 
     x = np.array([0, 1, 9, 10, 99, 100, 999, 1000, 10**15 - 1, 10**15, 10**18 - 1])
     assert _digits(x).tolist() == [1, 1, 1, 2, 2, 3, 3, 4, 15, 16, 18]
+
+
+def _digimatch_by_strings(a, b, decimals=0):
+    """The definition read literally: compare the leading digits as text, row by row."""
+    out = []
+    for x, y in zip(a, b, strict=True):
+        sx = str(int(round(abs(x) * 10 ** decimals)))
+        sy = str(int(round(abs(y) * 10 ** decimals)))
+        m = min(len(sx), len(sy))
+        out.append(100 * sum(c != d for c, d in zip(sx[:m], sy[:m], strict=True)) / m)
+    return float(np.mean(out))
+
+
+@pytest.mark.parametrize("scale", [100, 1e6, 1e9])
+def test_digimatch_equals_the_string_definition_on_random_rows(scale):
+    rng = np.random.default_rng(int(scale) % 97)
+    a = rng.uniform(-scale, scale, 3000)
+    b = a * rng.uniform(0.01, 100, 3000)          # lengths differ on many rows
+    from dp_engine.release.metrics import digimatch
+
+    assert digimatch(a, b) == pytest.approx(_digimatch_by_strings(a, b), abs=1e-9)
+    r = np.round(rng.uniform(0, 100, 3000), 1)
+    s = np.round(r + rng.normal(0, 5, 3000), 1)
+    assert digimatch(r, s, decimals=1) == pytest.approx(_digimatch_by_strings(r, s, 1),
+                                                        abs=1e-9)
+
+
+@pytest.mark.parametrize("values,categories,expected", [
+    (np.array([1, 2, 7]), (1, 2, 3), [0, 1, -1]),
+    (np.array([1.0, np.nan, 3.0]), (1, 2, 3), [0, -1, 2]),
+    (np.array([True, False]), (False, True), [1, 0]),
+    (np.array([1, 0]), (False, True), [1, 0]),                      # 1 == True, as before
+    (pd.Categorical(["b", None, "z"], categories=["a", "b", "z"]), ("a", "b"), [1, -1, -1]),
+    (pd.Categorical(["1", "2"]), (1, 2), [0, 1]),                   # text against numbers
+    (np.array(["2", "x"], dtype=object), (1, 2), [1, -1]),
+])
+def test_category_codes_by_kind(values, categories, expected):
+    from dp_engine.release.metrics import category_codes
+
+    assert category_codes(values, categories).tolist() == expected
