@@ -42,6 +42,7 @@ class AppConfig:
     large_file_bytes: int = 50_000_000       # files above it are queried with DuckDB (Parquet)
     warehouse_file: Path | None = None       # JSON list of PostgreSQL / Spark tables
     duckdb_memory: str = "512MB"             # DuckDB memory limit per worker process
+    offload_uncached: bool = False           # uncached releases in a child process per worker
     host: str = "127.0.0.1"
     port: int = 8050
     debug: bool = False
@@ -103,6 +104,7 @@ class AppConfig:
             large_file_bytes=int(float(env.get("COHORT_LARGE_FILE_MB", "50")) * 1_000_000),
             warehouse_file=Path(env["COHORT_WAREHOUSE"]) if env.get("COHORT_WAREHOUSE") else None,
             duckdb_memory=env.get("COHORT_DUCKDB_MEMORY", "512MB"),
+            offload_uncached=env.get("COHORT_OFFLOAD_UNCACHED", "") == "1",
             host=env.get("HOST", "127.0.0.1"),
             port=int(env.get("PORT", "8050")),
             debug=env.get("DASH_DEBUG", "") == "1",

@@ -19,6 +19,7 @@ from services.ledger.store import Ledger
 from services.publish.service import PublishService
 from services.publish.store import PublishStore
 from services.studio.service import StudioService
+from services.views.offload import Offload
 from services.views.releases import ReleaseService, new_rng_factory
 
 
@@ -82,7 +83,8 @@ def build_services(config: AppConfig, *, seed: int | None = None) -> AppServices
                                extra_paths=config.dataset_paths,
                                **large_dataset_options(config))
     ledger = Ledger(config.ledger_url, budget_policy(config))
-    releases = ReleaseService(registry, ledger, rng_factory=new_rng_factory(seed))
+    releases = ReleaseService(registry, ledger, rng_factory=new_rng_factory(seed),
+                              offload=Offload(config) if config.offload_uncached else None)
     publish = PublishService(PublishStore(ledger.db), ledger, releases, registry,
                              user_role=user_role)
     studio = StudioService(registry, ledger, rng_factory=new_rng_factory(seed),

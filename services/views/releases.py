@@ -13,6 +13,7 @@ post-processed public answer ever reaches a callback.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import replace
 from functools import cache
@@ -20,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from dp_engine.errors import DPError
 from dp_engine.rng import as_generator
 from services.data.sources.query import Aggregates
 from services.data.sources.resolve import aggregates, read_rows
@@ -30,20 +32,24 @@ from services.views import statistics as st
 from services.views.answer import ViewAnswer
 from services.views.inputs import size_key, with_bound
 from services.views.niced import niced
+from services.views.offload import Offload
 from services.views.plans import PLANS, HistogramPlan, PaperPlan, ViewPlan, plan_for
 from services.views.queries import ViewRequest
 
 __all__ = ["ReleaseService", "ViewAnswer", "new_rng_factory"]
+log = logging.getLogger(__name__)
 
 
 class ReleaseService:
     """Answers Explore requests through the ledger's door with the views' plans."""
 
     def __init__(self, registry, ledger: Ledger, *,
-                 rng_factory: Callable[[], np.random.Generator | None] = lambda: None) -> None:
+                 rng_factory: Callable[[], np.random.Generator | None] = lambda: None,
+                 offload: Offload | None = None) -> None:
         self.registry = registry
         self.ledger = ledger
         self._rng_factory = rng_factory
+        self.offload = offload
 
     def _rng(self) -> np.random.Generator:
         return as_generator(self._rng_factory())
@@ -62,6 +68,11 @@ class ReleaseService:
         ds = dataset if dataset is not None else self.registry.get(req.dataset_id)
         plan = self.plan(identity, req, dataset=ds)
         owner = identity.role is Role.OWNER
+        if self.offload is not None and not isinstance(plan, PaperPlan) \
+                and self.ledger.lookup(plan.key) is None:
+            offloaded = self._offloaded(identity, req, ds)
+            if offloaded is not None:
+                return offloaded if owner else offloaded.without_truth()
         if isinstance(plan, PaperPlan):
             rows = _row_reader(req, ds, histogram=isinstance(plan.view, HistogramPlan))
             compute, truth = plan.compute(rows), None
@@ -104,6 +115,16 @@ class ReleaseService:
         return self.ledger.status(role=identity.role, dataset_id=dataset_id, user=identity.user)
 
     # ---- internals ----------------------------------------------------------------
+    def _offloaded(self, identity, req: ViewRequest, ds) -> ViewAnswer | None:
+        """The child process's answer; None (answer inline) if it could not give one."""
+        try:
+            return ViewAnswer.from_dict(self.offload.answer(identity, req, str(ds.version)))
+        except DPError:
+            raise                       # a refusal is the answer, whoever computed it
+        except Exception:               # noqa: BLE001 - a stale or broken child: inline
+            log.warning("uncached release not offloaded; answered inline", exc_info=True)
+            return None
+
     @staticmethod
     def _with_status(served: Served, owner: bool) -> ViewAnswer:
         s = served.status

@@ -1,0 +1,80 @@
+"""Uncached Explore releases in a separate, lower-priority process (optional, issue 14).
+
+A web worker serves cached answers (a ledger read) and computes uncached ones (per-group
+planning, aggregates, noise): CPU-bound Python that, in the same process, holds the GIL the
+cached readers need. With ``COHORT_OFFLOAD_UNCACHED=1`` each web worker hands its uncached
+releases to one child process of its own (spawned on first use, ``nice`` +10), built from the
+same configuration, so it shares the ledger's database and the datasets: the release goes
+through the same door and is recorded once. The web thread only waits. A child whose dataset
+version differs from the worker's (an edit since it started) refuses, and the worker answers
+inline; DP refusals (budget, cap) come back as they are.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import threading
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import astuple, replace
+from typing import Any
+
+from services.identity.roles import Role
+from services.identity.session import Identity
+from services.views.queries import ViewRequest
+
+log = logging.getLogger(__name__)
+NICE = 10
+_child: Any = None        # the child's own services (set by ``_start``)
+
+
+class StaleDataset(RuntimeError):
+    """The child holds another version of the dataset than the web worker."""
+
+
+def _start(config: Any) -> None:
+    """Child process start: lower its priority, build its own services."""
+    global _child
+    os.nice(NICE)
+    from services.container import build_services
+
+    _child = build_services(replace(config, offload_uncached=False))   # no grandchildren
+
+
+def _answer(user: str, role: str, fields: tuple, version: str) -> dict[str, Any]:
+    req = ViewRequest(*fields[:5], Role(fields[5]))
+    ds = _child.registry.get(req.dataset_id)
+    if str(ds.version) != version:
+        raise StaleDataset(f"{req.dataset_id}: {ds.version} != {version}")
+    ans = _child.releases.answer(Identity(user, Role(role), True), req, dataset=ds)
+    return ans.to_dict()
+
+
+class Offload:
+    """One child process per web worker, started on first use."""
+
+    def __init__(self, config: Any) -> None:
+        self.config = config
+        self._pool: ProcessPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def _executor(self) -> ProcessPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ProcessPoolExecutor(
+                    max_workers=1, mp_context=multiprocessing.get_context("spawn"),
+                    initializer=_start, initargs=(self.config,))
+            return self._pool
+
+    def answer(self, identity: Identity, req: ViewRequest, version: str) -> dict[str, Any]:
+        """The answer as the child's door served it (a dict of ``ViewAnswer``)."""
+        fields = (*astuple(req)[:5], req.role.value)
+        return self._executor().submit(_answer, identity.user, identity.role.value, fields,
+                                       version).result()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._pool is not None:
+                self._pool.shutdown(wait=False, cancel_futures=True)
+                self._pool = None
