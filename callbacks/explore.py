@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import weakref
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -27,12 +28,14 @@ from layouts.accessible import chart
 from layouts.explore import column_options, group_options
 from layouts.figures import build
 from layouts.my_releases import figure_tools, release_options
+from layouts.rendered import RenderCache
 from services.container import Services
 from services.identity import access
 from services.identity.roles import Role
 from services.ledger.records import StoredRelease
 from services.views import report
 from services.views.answer import ViewAnswer
+from services.views.inputs import PlanPending, known_plans_only
 from services.views.preview import preview
 from services.views.queries import PRESETS, Preset, ViewRequest, parse_request
 
@@ -41,6 +44,8 @@ ROW = "explore-row"
 CONTROLS = ("view", "x", "group", "role", "mechanism", "compare")
 SCAN_LIMIT = 2000
 """Newest releases of a dataset scanned for the role's own (My releases, reopen, export)."""
+_RENDERED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""Each app's drawn stored releases (``layouts/rendered.py``), keyed by its ledger."""
 FAILED = ("This view could not be computed. Nothing was charged and your data and budget are "
           "unchanged; try another view or contact the data owner.")
 
@@ -147,7 +152,11 @@ def _preset_options(services: Services, identity, ds, c: dict[str, Any]) -> list
         want, _ = preset_controls(identity, p, {**c, "dataset": ds.id})
         try:
             (req,) = _requests(identity, ds, {**want, "compare": False})
-            quote = services.releases.quote(identity, req, dataset=ds)
+            with known_plans_only():      # never a second of planning for a label
+                quote = services.releases.quote(identity, req, dataset=ds)
+        except PlanPending:
+            out.append({"label": f"{p.label} · price shown when chosen", "value": key})
+            continue
         except DPError:
             out.append({"label": f"{p.label} · not available on this dataset", "value": key,
                         "disabled": True})
@@ -173,18 +182,33 @@ def _released_answer(services: Services, identity, ds, req: ViewRequest) -> tupl
     return ans, None if stored is None else stored.id
 
 
-def _released_screen(answers: list[tuple[ViewAnswer, int | None]], granted: Role) -> Screen:
+def _released_chart(services: Services, a: ViewAnswer, rid: int | None, granted: Role,
+                    index: int | str) -> Any:
+    """A stored release's chart, data table and export buttons: drawn once per app and
+    release (it never changes), then sent as the same JSON each time it is opened."""
+    compact = index != "main"
+
+    def draw() -> list:
+        return [_graph(build(a, compact=compact), index),
+                *([figure_tools(rid)] if rid is not None else [])]
+
+    if rid is None:
+        return draw()
+    rendered = _RENDERED.setdefault(services.ledger, RenderCache())
+    return rendered.get((rid, granted.value, index), draw)
+
+
+def _released_screen(services: Services, answers: list[tuple[ViewAnswer, int | None]],
+                     granted: Role) -> Screen:
     spent = sum(a.epsilon_charged for a, _ in answers)
     if len(answers) > 1:
-        graphs = dbc.Row([dbc.Col([_graph(build(a, compact=True), a.tier),
-                                   *([figure_tools(rid)] if rid is not None else [])],
+        graphs = dbc.Row([dbc.Col(_released_chart(services, a, rid, granted, a.tier),
                                   xl=4, xs=12) for a, rid in answers], className="g-2")
         panel = panels.compare_panel([a for a, _ in answers], granted)
         row = ROW + " compare"
     else:
         (a, rid), = answers
-        graphs = html.Div([_graph(build(a), "main"),
-                           *([figure_tools(rid)] if rid is not None else [])])
+        graphs = html.Div(_released_chart(services, a, rid, granted, "main"))
         panel, row = panels.panel(a, granted), ROW
     free = all(a.cached for a, _ in answers)
     note = ("Opened free: already released to your role." if free else
@@ -196,7 +220,7 @@ def _released_screen(answers: list[tuple[ViewAnswer, int | None]], granted: Role
 def release_screen(services: Services, identity, ds, reqs: list[ViewRequest]) -> Screen:
     """Spend through the ledger's door (free for what the role already has)."""
     answers = [_released_answer(services, identity, ds, r) for r in reqs]
-    return _released_screen(answers, identity.role)
+    return _released_screen(services, answers, identity.role)
 
 
 def priced(services: Services, identity, ds, reqs: list[ViewRequest]) -> bool:
@@ -217,7 +241,11 @@ def price_screen(services: Services, identity, ds, reqs: list[ViewRequest]) -> S
 
 
 def preview_screen(services: Services, identity, ds, reqs: list[ViewRequest]) -> Screen:
-    """A free preview with the release's price; a view the role already has opens at once."""
+    """A free preview with the release's price; a view the role already has opens at once
+    (before anything is simulated)."""
+    if all(services.ledger.lookup(services.releases.plan(identity, r, dataset=ds).key)
+           is not None for r in reqs):
+        return release_screen(services, identity, ds, reqs)
     shown = [preview(services.releases, identity, r, ds) for r in reqs]
     if all(p.cached for p in shown):
         return release_screen(services, identity, ds, reqs)
@@ -249,7 +277,7 @@ def reopen_screen(services: Services, identity, rel: StoredRelease) -> Screen:
         ans = replace(ans, realized_noise_percent=None)
     services.ledger.log_delivery(rel.id, user=identity.user, role=identity.role,
                                  channel="explore-reopen")
-    screen = _released_screen([(ans, rel.id)], identity.role)
+    screen = _released_screen(services, [(ans, rel.id)], identity.role)
     screen.controls = {"view": ans.view, "x": ans.x, "group": ans.group or "none",
                        "role": access.viewing_role(identity.role, ans.role).value,
                        "mechanism": ans.mechanism, "compare": False}
@@ -267,8 +295,46 @@ def _fill_lists(services: Services, identity, ds, c: dict[str, Any], screen: Scr
 
 def explore(services: Services, trigger: Any, preset: Any, c: dict[str, Any],
             reopen: Any = None) -> Screen:
-    """The screen for the session and the submitted controls ``c`` (all untrusted)."""
+    """The screen for the session and the submitted controls ``c`` (all untrusted).
+
+    With an offload child (COHORT_OFFLOAD_UNCACHED=1), a screen that has to compute something
+    (a preview, pricing, a fresh release) is drawn there, at a lower priority and outside this
+    worker's GIL; a screen of answers the role already has is served here."""
     identity = services.identity.current()
+    offload = services.releases.offload
+    if offload is not None:
+        ds = _served_elsewhere(services, identity, trigger, preset, c)
+        if ds is not None:
+            try:
+                return offload.call(screen_for, identity, ds.id, str(ds.version), trigger,
+                                    preset, c, reopen)
+            except Exception:        # noqa: BLE001 - a stale or broken child: draw it here
+                log.warning("Explore screen not offloaded; drawn inline", exc_info=True)
+    return screen_for(services, identity, trigger, preset, c, reopen)
+
+
+def _served_elsewhere(services: Services, identity, trigger: Any, preset: Any,
+                      c: dict[str, Any]):
+    """The dataset if this screen computes something (so the child should draw it), else
+    None: a reopen, a bad request (its message is cheap) or answers the role already has."""
+    if trigger == ids.EX_REOPEN:
+        return None
+    try:
+        ds = _dataset(services, identity, c.get("dataset"))
+        if trigger == ids.EX_DATASET:
+            return ds
+        if trigger == ids.EX_PRESET and isinstance(preset, str) and preset in PRESETS:
+            c, _ = preset_controls(identity, PRESETS[preset], c)
+        reqs = _requests(identity, ds, c)
+        plans = [services.releases.plan(identity, r, dataset=ds) for r in reqs]
+    except DPError:
+        return None
+    return None if all(services.ledger.lookup(p.key) is not None for p in plans) else ds
+
+
+def screen_for(services: Services, identity, trigger: Any, preset: Any, c: dict[str, Any],
+               reopen: Any = None) -> Screen:
+    """The screen for ``identity`` (from the session) and the untrusted controls ``c``."""
     screen = Screen()
     try:
         ds = _dataset(services, identity, c.get("dataset"))

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -42,6 +43,7 @@ SIZE_SMALLEST_GROUP = 50
 SIZE_PRECISION = 0.1
 
 
+@lru_cache(maxsize=64)
 def group_size_epsilon(smallest_group: float = SIZE_SMALLEST_GROUP,
                        precision: float = SIZE_PRECISION, level: float = 0.95,
                        contribution: int = 1) -> float:
@@ -50,7 +52,8 @@ def group_size_epsilon(smallest_group: float = SIZE_SMALLEST_GROUP,
     With probability ``level`` the count's error is at most precision·smallest_group
     records. The error of a mean or histogram scales as 1/n, so this bounds how far a
     group's stated error can be off because of its DP size. Defaults (50 records, 10 %):
-    ε ≈ 0.6; contributions of k rows per patient multiply it by k.
+    ε ≈ 0.6; contributions of k rows per patient multiply it by k. Memoized: every quote
+    asks it, and it is a pure function of its arguments.
     """
     target = precision * smallest_group
     if not target > 0:

@@ -16,8 +16,9 @@ function of public inputs, and a quantile plan takes about a second).
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -38,6 +39,7 @@ PILOT = "pilot"
 _CACHE_SIZE = 256
 _plans: dict[tuple, TierPlan] = {}
 _plans_lock = threading.Lock()
+_local = threading.local()
 
 
 def size_key(group: str | None) -> str:
@@ -113,6 +115,22 @@ def view_scales(inputs: Mapping[str, Release], x_spec: ColumnSpec, group: str | 
     return sound.scales_from_pilot(pilot, edges, n_hat * coverage)
 
 
+class PlanPending(RuntimeError):
+    """A costly plan (quantiles) is not in this process's memo, and may not be computed now."""
+
+
+@contextlib.contextmanager
+def known_plans_only() -> Iterator[None]:
+    """Within: a quantile plan this process has not computed raises ``PlanPending`` instead
+    of being computed (about a second of CPU), e.g. for the cost labels of a cached screen."""
+    before = getattr(_local, "known_only", False)
+    _local.known_only = True
+    try:
+        yield
+    finally:
+        _local.known_only = before
+
+
 def planned_tiers(cache_key: tuple, statistic: str, scales: GroupScales, **kwargs: Any
                   ) -> TierPlan:
     """``plan_tiers`` for these public scales, computed once per process and key."""
@@ -122,6 +140,8 @@ def planned_tiers(cache_key: tuple, statistic: str, scales: GroupScales, **kwarg
         hit = _plans.get(key)
     if hit is not None:
         return hit
+    if statistic == "quantiles" and getattr(_local, "known_only", False):
+        raise PlanPending(f"plan of {cache_key[1]} not computed in this process yet")
     tiers = niced(sound.plan_tiers, statistic, scales, **kwargs)   # the costly step
     with _plans_lock:
         if len(_plans) >= _CACHE_SIZE:

@@ -1,11 +1,14 @@
-"""Uncached Explore releases in a separate, lower-priority process (optional, issue 14).
+"""Uncached Explore work in a separate, lower-priority process (optional, issue 14).
 
 A web worker serves cached answers (a ledger read) and computes uncached ones (per-group
-planning, aggregates, noise): CPU-bound Python that, in the same process, holds the GIL the
-cached readers need. With ``COHORT_OFFLOAD_UNCACHED=1`` each web worker hands its uncached
-releases to one child process of its own (spawned on first use, ``nice`` +10), built from the
-same configuration, so it shares the ledger's database and the datasets: the release goes
-through the same door and is recorded once. The web thread only waits. A child whose dataset
+planning, which simulates quantile releases; simulated previews; aggregates and noise):
+CPU-bound Python that, in the same process, holds the GIL the cached readers need. With
+``COHORT_OFFLOAD_UNCACHED=1`` each web worker hands that work to one child process of its own
+(spawned on first use, ``nice`` +10), built from the same configuration, so it shares the
+ledger's database and the datasets: a release goes through the same door and is recorded
+once. Two calls: ``answer`` (one release, ``ReleaseService.answer``) and ``call`` (any
+picklable function of the child's services and the requester, e.g. a whole Explore screen:
+previews, pricing and fresh releases). The web thread only waits. A child whose dataset
 version differs from the worker's (an edit since it started) refuses, and the worker answers
 inline; DP refusals (budget, cap) come back as they are.
 """
@@ -16,15 +19,17 @@ import logging
 import multiprocessing
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import astuple, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from services.identity.roles import Role
 from services.identity.session import Identity
 from services.views.queries import ViewRequest
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 NICE = 10
 _child: Any = None        # the child's own services (set by ``_start``)
 
@@ -51,6 +56,14 @@ def _answer(user: str, role: str, fields: tuple, version: str) -> dict[str, Any]
     return ans.to_dict()
 
 
+def _call(fn: Callable[..., T], user: str, role: str, dataset_id: str, version: str,
+          args: tuple) -> T:
+    ds = _child.registry.get(dataset_id, owner=True)
+    if str(ds.version) != version:
+        raise StaleDataset(f"{dataset_id}: {ds.version} != {version}")
+    return fn(_child, Identity(user, Role(role), True), *args)
+
+
 class Offload:
     """One child process per web worker, started on first use."""
 
@@ -72,6 +85,13 @@ class Offload:
         fields = (*astuple(req)[:5], req.role.value)
         return self._executor().submit(_answer, identity.user, identity.role.value, fields,
                                        version).result()
+
+    def call(self, fn: Callable[..., T], identity: Identity, dataset_id: str, version: str,
+             *args: Any) -> T:
+        """``fn(services, identity, *args)`` run by the child (``fn`` and ``args`` picklable:
+        a module-level function and plain values); the dataset must be at ``version``."""
+        return self._executor().submit(_call, fn, identity.user, identity.role.value,
+                                       dataset_id, version, args).result()
 
     def close(self) -> None:
         with self._lock:

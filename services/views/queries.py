@@ -11,6 +11,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from dp_engine.errors import DPError, SchemaError, UnknownQueryError
@@ -85,22 +86,27 @@ class ViewRequest:
 
     def canonical(self, schema: Schema) -> dict[str, Any]:
         """What makes two requests the same answer (roles excluded: they pick the tier)."""
-        cols = [schema.column(self.x).to_dict()]
-        if self.group:
-            cols.append(schema.column(self.group).to_dict())
-        meta = hashlib.sha256(json.dumps(cols, sort_keys=True, default=str).encode()).hexdigest()
+        specs = (schema.column(self.x),) + ((schema.column(self.group),) if self.group else ())
         return {
             "dataset": self.dataset_id,
             "view": self.view,
             "x": self.x,
             "group": self.group,
             "mechanism": self.mechanism,
-            "metadata": meta[:16],
+            "metadata": _metadata_hash(specs),
             "release": RELEASE_FORMAT,
         }
 
     def query_key(self, schema: Schema) -> str:
         return json.dumps(self.canonical(schema), sort_keys=True, separators=(",", ":"))
+
+
+@lru_cache(maxsize=1024)
+def _metadata_hash(specs: tuple[ColumnSpec, ...]) -> str:
+    """A short hash of the columns' public metadata (an edit makes a new answer); memoized,
+    since every quote and lookup keys on it."""
+    cols = [spec.to_dict() for spec in specs]
+    return hashlib.sha256(json.dumps(cols, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def _text(raw: Mapping[str, Any], key: str, *, optional: bool = False) -> str | None:

@@ -47,3 +47,67 @@ def test_a_refusal_in_the_child_comes_back_as_a_refusal(services):
     with pytest.raises(BudgetExceededError, match="Nothing was charged"):
         services.releases.answer(third, req)
     assert services.ledger.releases(dataset_id="pirads") == []
+
+
+# ---- whole Explore screens: previews, pricing and fresh releases in the child ------------
+
+@pytest.fixture
+def app(tmp_path):
+    from app import create_app, services_of
+
+    app = create_app({"data_dir": tmp_path, "offload_uncached": True})
+    yield app
+    services_of(app).releases.offload.close()
+
+
+def _count_calls(monkeypatch, offload) -> list[str]:
+    calls: list[str] = []
+    real = offload.call
+
+    def counted(fn, *args, **kwargs):
+        calls.append(fn.__name__)
+        return real(fn, *args, **kwargs)
+
+    monkeypatch.setattr(offload, "call", counted)
+    return calls
+
+
+def test_screens_that_compute_are_drawn_by_the_child_and_cached_ones_here(app, monkeypatch):
+    from app import services_of
+    from layouts import ids
+    from tests.app.explore_client import PRICED, post
+
+    s = services_of(app)
+    calls = _count_calls(monkeypatch, s.releases.offload)
+    client = app.server.test_client()
+    values = {"dataset": "pirads", "role": "owner", "view": "median", "x": "Age",
+              "group": "Prostatitis"}
+    shown = post(client, ids.EX_VIEW, **values)                  # a free preview
+    assert shown.status == 200 and shown.preview and calls == ["screen_for"]
+    assert s.ledger.releases(dataset_id="pirads") == []
+    priced = post(client, ids.EX_RELEASE, **values)              # pricing: dataset loss only
+    assert PRICED in priced.text and len(calls) == 2
+    released = post(client, ids.EX_RELEASE, **values)            # the release itself
+    assert released.release_ids() and len(calls) == 3
+    (row,) = s.ledger.releases(dataset_id="pirads")
+    assert row.epsilon > 0 and str(row.id) in released.release_ids()
+    again = post(client, ids.EX_RELEASE, **values)               # cached: drawn here, free
+    assert "Opened free" in again.text and len(calls) == 3
+    assert again.figures() == released.figures()
+    assert len(s.ledger.releases(dataset_id="pirads")) == 1
+    moved = post(client, ids.EX_GROUP, **values)                 # a control back to it: free
+    assert "Opened free" in moved.text and len(calls) == 3
+
+
+def test_a_broken_child_means_the_screen_is_drawn_inline(app, monkeypatch):
+    from app import services_of
+    from layouts import ids
+    from tests.app.explore_client import post
+
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("child gone")
+
+    monkeypatch.setattr(services_of(app).releases.offload, "call", broken)
+    shown = post(app.server.test_client(), ids.EX_VIEW, dataset="pirads", role="owner",
+                 view="mean", x="Age", group="PIRADS score")
+    assert shown.status == 200 and shown.preview

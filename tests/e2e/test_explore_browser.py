@@ -119,8 +119,9 @@ def test_page_loads_and_each_preset_renders_its_figure(dash_duo, tmp_path):
 
 def test_changing_role_changes_epsilon_band_and_figure(dash_duo, tmp_path):
     _start(dash_duo, tmp_path)
-    _release(dash_duo)                                  # the page opens on a free preview
-    _wait_change(dash_duo, _data(dash_duo))
+    preview = _data(dash_duo)                           # the page opens on a free preview
+    _release(dash_duo)
+    _wait_change(dash_duo, preview)      # read before the press: the answer can come first
     dash_duo.wait_for_contains_text(f"#{ids.EX_PANEL}", "Realized noise", timeout=20)
     owner_fig, owner_eps = _data(dash_duo), _text(dash_duo, ids.PANEL_EPSILON)
     assert "0–5 %" in _text(dash_duo, ids.PANEL_BAND)
