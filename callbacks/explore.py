@@ -10,6 +10,7 @@ release id names a stored release only if it belongs to the session's role.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import weakref
@@ -145,14 +146,19 @@ def owned_release(services: Services, identity, release_id: Any) -> StoredReleas
     return rel if rel is not None and rel.role == identity.role.value else None
 
 
-def _preset_options(services: Services, identity, ds, c: dict[str, Any]) -> list[dict]:
-    """Each preset with what choosing it would cost now (or why it cannot be chosen)."""
+def _preset_options(services: Services, identity, ds, c: dict[str, Any], *,
+                    may_plan: bool = True) -> list[dict]:
+    """Each preset with what choosing it would cost now (or why it cannot be chosen).
+
+    ``may_plan`` False (a screen of answers the role has): a quantile preset this process
+    has not planned yet says its price is shown when chosen, instead of planning it (about
+    a second of CPU) for a label."""
     out = []
     for key, p in PRESETS.items():
         want, _ = preset_controls(identity, p, {**c, "dataset": ds.id})
         try:
             (req,) = _requests(identity, ds, {**want, "compare": False})
-            with known_plans_only():      # never a second of planning for a label
+            with contextlib.nullcontext() if may_plan else known_plans_only():
                 quote = services.releases.quote(identity, req, dataset=ds)
         except PlanPending:
             out.append({"label": f"{p.label} · price shown when chosen", "value": key})
@@ -287,8 +293,9 @@ def reopen_screen(services: Services, identity, rel: StoredRelease) -> Screen:
 
 # ---- the one screen callback -------------------------------------------------------------
 
-def _fill_lists(services: Services, identity, ds, c: dict[str, Any], screen: Screen) -> None:
-    screen.preset_options = _preset_options(services, identity, ds, c)
+def _fill_lists(services: Services, identity, ds, c: dict[str, Any], screen: Screen,
+                may_plan: bool) -> None:
+    screen.preset_options = _preset_options(services, identity, ds, c, may_plan=may_plan)
     screen.reopen_options = release_options(identity.user,
                                             role_releases(services, identity, ds.id))
 
@@ -302,21 +309,19 @@ def explore(services: Services, trigger: Any, preset: Any, c: dict[str, Any],
     worker's GIL; a screen of answers the role already has is served here."""
     identity = services.identity.current()
     offload = services.releases.offload
-    if offload is not None:
-        ds = _served_elsewhere(services, identity, trigger, preset, c)
-        if ds is not None:
-            try:
-                return offload.call(screen_for, identity, ds.id, str(ds.version), trigger,
-                                    preset, c, reopen)
-            except Exception:        # noqa: BLE001 - a stale or broken child: draw it here
-                log.warning("Explore screen not offloaded; drawn inline", exc_info=True)
-    return screen_for(services, identity, trigger, preset, c, reopen)
+    ds = _computing(services, identity, trigger, preset, c)
+    if offload is not None and ds is not None:
+        try:
+            return offload.call(screen_for, identity, ds.id, str(ds.version), trigger,
+                                preset, c, reopen)
+        except Exception:            # noqa: BLE001 - a stale or broken child: draw it here
+            log.warning("Explore screen not offloaded; drawn inline", exc_info=True)
+    return screen_for(services, identity, trigger, preset, c, reopen, may_plan=ds is not None)
 
 
-def _served_elsewhere(services: Services, identity, trigger: Any, preset: Any,
-                      c: dict[str, Any]):
-    """The dataset if this screen computes something (so the child should draw it), else
-    None: a reopen, a bad request (its message is cheap) or answers the role already has."""
+def _computing(services: Services, identity, trigger: Any, preset: Any, c: dict[str, Any]):
+    """The dataset if this screen computes something (a preview, pricing, a fresh release),
+    else None: a reopen, a bad request (its message is cheap) or answers the role has."""
     if trigger == ids.EX_REOPEN:
         return None
     try:
@@ -333,8 +338,9 @@ def _served_elsewhere(services: Services, identity, trigger: Any, preset: Any,
 
 
 def screen_for(services: Services, identity, trigger: Any, preset: Any, c: dict[str, Any],
-               reopen: Any = None) -> Screen:
-    """The screen for ``identity`` (from the session) and the untrusted controls ``c``."""
+               reopen: Any = None, *, may_plan: bool = True) -> Screen:
+    """The screen for ``identity`` (from the session) and the untrusted controls ``c``;
+    ``may_plan``: see ``_preset_options``."""
     screen = Screen()
     try:
         ds = _dataset(services, identity, c.get("dataset"))
@@ -361,7 +367,7 @@ def screen_for(services: Services, identity, trigger: Any, preset: Any, c: dict[
             screen = _merge(preview_screen(services, identity, ds,
                                            _requests(identity, ds, c)), screen)
             screen.preset = matching_preset(identity, preset, c)
-        _fill_lists(services, identity, ds, {**c, **screen.controls}, screen)
+        _fill_lists(services, identity, ds, {**c, **screen.controls}, screen, may_plan)
     except BudgetExceededError as exc:
         screen = Screen(message=_alert(str(exc), "danger"), preset=None)
     except DPError as exc:

@@ -219,6 +219,23 @@ def test_presets_release_in_one_click_and_the_control_follows_the_screen(collabo
     labels = {o["value"]: o["label"] for o in priced.prop(ids.EX_PRESET, "options")}
     assert re.search(r"· ε [0-9.]+$", labels["fig4"]), labels["fig4"]
     assert _spent(collaborator)[0] == spent
+    # a screen of answers the role has never plans a quantile view for a label
+    from services.views import inputs
+
+    planned = dict(inputs._plans)
+    inputs._plans.clear()                         # as in a worker that never planned fig4
+    try:
+        again = preset(client, "fig3", **COLLAB)
+        labels = {o["value"]: o["label"] for o in again.prop(ids.EX_PRESET, "options")}
+        assert "Opened free" in again.text
+        assert [k for k in inputs._plans if k[3] == "quantiles"] == []   # nothing planned
+        assert labels["fig4"].endswith("· price shown when chosen"), labels["fig4"]
+        assert "released: opens free" in labels["fig3"]
+        shown = preview(client, ids.EX_VIEW, **COLLAB, view="histogram", group="none")
+        labels = {o["value"]: o["label"] for o in shown.prop(ids.EX_PRESET, "options")}
+        assert re.search(r"· ε [0-9.]+$", labels["fig4"]), labels["fig4"]   # it computes
+    finally:
+        inputs._plans.update(planned)
     # controls now differ from the preset: the control clears
     moved = preview(client, ids.EX_GROUP, **COLLAB, view="mean", group="none",
                     preset="fig3")
