@@ -56,6 +56,7 @@ DATASET = "cohort"
 CACHED_VIEW = {"view": "histogram", "x": "Age", "group": "PIRADS score"}
 FREE = "Opened free: already released to your role."
 DEPLOY_CONF = ROOT / "docs" / "deploy" / "gunicorn.conf.py"
+DEPLOY_ENV = ROOT / "docs" / "deploy" / "cohort.env"
 SECTION = "## Cached answers under uncached load"
 TARGET_P95 = 0.050
 
@@ -186,18 +187,35 @@ def cached_session(http: HttpSession, run: Run | None, t0: float, stop: threadin
 # ------------------------------------------------------------------------------ server
 
 
+def deployed(name: str) -> str:
+    """The value ``docs/deploy/cohort.env`` gives ``name`` ('' if it sets none)."""
+    for line in DEPLOY_ENV.read_text(encoding="utf-8").splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() == name:
+            return value.strip()
+    return ""
+
+
 @dataclass(frozen=True)
 class Setting:
-    """``W:T[:C]``: workers, gthread threads, worker connections (default: the config's)."""
+    """``W:T[:C[:M]]``: workers, gthread threads, worker connections (default: the config's),
+    and where uncached work runs, ``offload`` (a child process per worker) or ``inline``
+    (default: as ``docs/deploy/cohort.env`` sets COHORT_OFFLOAD_UNCACHED)."""
 
     workers: int
     threads: int
     connections: int | None = None
+    offload: bool = True
 
     @classmethod
     def parse(cls, text: str) -> Setting:
-        w, t, *c = text.split(":")
-        return cls(int(w), int(t), int(c[0]) if c and c[0] else None)
+        w, t, *rest = text.split(":")
+        c = rest[0] if rest else ""
+        mode = rest[1] if len(rest) > 1 else ""
+        if mode not in ("", "offload", "inline"):
+            raise ValueError(f"{text}: the fourth part is 'offload' or 'inline'")
+        offload = mode == "offload" if mode else deployed("COHORT_OFFLOAD_UNCACHED") == "1"
+        return cls(int(w), int(t), int(c) if c else None, offload)
 
     @property
     def args(self) -> str:
@@ -206,29 +224,51 @@ class Setting:
 
     @property
     def label(self) -> str:
-        return f"-w {self.workers} {self.args}"
+        where = "uncached work in a child per worker" if self.offload else "uncached inline"
+        return f"-w {self.workers} {self.args}, {where}"
 
     def named(self, database: str | None) -> str:
         return f"{self.label}, {'PostgreSQL' if database else 'SQLite'} ledger"
 
 
 class Monitor(threading.Thread):
-    """Samples every worker's RSS (max kept) while the load runs."""
+    """Samples every worker's RSS, with its offload child's (max kept), while the load runs."""
 
     def __init__(self, pids: list[int]) -> None:
         super().__init__(daemon=True)
         self.procs = [psutil.Process(p) for p in pids]
-        self.peak = {p.pid: p.memory_info().rss for p in self.procs}
+        self.peak = {p.pid: self._rss(p) for p in self.procs}
         self.stop = threading.Event()
+
+    @staticmethod
+    def _family(p: psutil.Process) -> list[psutil.Process]:
+        with contextlib.suppress(psutil.Error):
+            return [p, *p.children(recursive=True)]
+        return [p]
+
+    def _rss(self, p: psutil.Process) -> int:
+        total = 0
+        for q in self._family(p):
+            with contextlib.suppress(psutil.Error):
+                total += q.memory_info().rss
+        return total
 
     def run(self) -> None:
         while not self.stop.wait(0.5):
             for p in self.procs:
-                with contextlib.suppress(psutil.Error):
-                    self.peak[p.pid] = max(self.peak[p.pid], p.memory_info().rss)
+                self.peak[p.pid] = max(self.peak[p.pid], self._rss(p))
 
     def cpu(self) -> float:
-        return sum(sum(p.cpu_times()[:2]) for p in self.procs)
+        """CPU seconds of the workers and their children, live or ended."""
+        total = 0.0
+        for p in self.procs:
+            with contextlib.suppress(psutil.Error):
+                t = p.cpu_times()
+                total += t.user + t.system + t.children_user + t.children_system
+            for q in self._family(p)[1:]:
+                with contextlib.suppress(psutil.Error):
+                    total += sum(q.cpu_times()[:2])
+        return total
 
 
 @contextlib.contextmanager
@@ -263,7 +303,8 @@ def serve(glob: str, tmp: Path, setting: Setting, sessions: int,
     extra = {"COHORT_USERS_FILE": str(users), "SECRET_KEY": "bench-serving-" + "s" * 40,
              "DATABASE_URL": database_url, "GUNICORN_CMD_ARGS": args,
              "COHORT_BUDGETS": json.dumps({"collaborator": "unlimited", "dataset_cap": None}),
-             "COHORT_LOGIN_CLIENT_MAX_FAILURES": "1000"}
+             "COHORT_LOGIN_CLIENT_MAX_FAILURES": "1000",
+             "COHORT_OFFLOAD_UNCACHED": "1" if setting.offload else ""}
     srv = GunicornApp({k: env[k] for k in ("COHORT_WAREHOUSE", "COHORT_DATA_DIR")} | extra,
                       tmp / "log", workers=setting.workers)
     srv.start()
@@ -360,7 +401,8 @@ def report(setting: Setting, m: dict, database: str | None) -> tuple[list[str], 
     fresh = by.get("release", []) + by.get("price", [])
     p95 = np.percentile(cached, 95) if cached else float("inf")
     verdict = "PASS" if p95 <= TARGET_P95 else "FAIL"
-    rss = ", ".join(f"{v / 1e6:.0f}" for v in m["peak_rss"].values())
+    peaks = list(m["peak_rss"].values())
+    rss = ", ".join(f"{v / 1e6:.0f}" for v in peaks) + f" (sum {sum(peaks) / 1e6:.0f})"
     lines = [
         f"| {setting.named(database)} | {len(alone)}: {_pct(alone, 50)} / {_pct(alone, 95)} | "
         f"{len(cached)}: {_pct(cached, 50)} / {_pct(cached, 95)} / {_pct(cached, 99)} / "
@@ -382,15 +424,21 @@ def report(setting: Setting, m: dict, database: str | None) -> tuple[list[str], 
 HEAD = ("| server | cached alone, n: p50 / p95 ms | cached under load, n: p50 / p95 / p99 / max ms "
         "| target p95 ≤ 50 ms | uncached releases, n: p50 / p95 ms | pricing presses, n: "
         "p50 / p95 ms | uncached req/s | cached req/s | load s | CPU s server / client "
-        "| worker peak RSS MB | load average (1, 5, 15 min) before → after |")
+        "| worker (+ its child) peak RSS MB | load average (1, 5, 15 min) before → after |")
 
 
-def section(command: str, glob: str, rows: list[str], sessions: int, duration: float) -> str:
-    parts = [SECTION, "", f"Command: `{command}`", "",
+def heading(size: str) -> str:
+    """The section's heading: the 1e7 run is the issue's target, others are named."""
+    return SECTION if size == "1e7" else f"{SECTION}, {size} rows"
+
+
+def section(command: str, glob: str, rows: list[str], sessions: int, duration: float,
+            size: str = "1e7") -> str:
+    parts = [heading(size), "", f"Command: `{command}`", "",
              f"`bench/bench_serving.py`: the real app under gunicorn with "
              f"`{DEPLOY_CONF.relative_to(ROOT)}` (users mode; ledger and sessions in SQLite or "
              "PostgreSQL as the row says), "
-             f"its dataset a 1e7-row Parquet warehouse entry (`{Path(glob).parent.name}`, "
+             f"its dataset a {size}-row Parquet warehouse entry (`{Path(glob).parent.name}`, "
              "DuckDB). "
              f"{sessions} sessions ({sessions // 2} owners, {sessions - sessions // 2} "
              "collaborators, each its own login) press Release on distinct views for up to "
@@ -403,52 +451,63 @@ def section(command: str, glob: str, rows: list[str], sessions: int, duration: f
 
 
 def write_section(path: Path, text: str) -> None:
-    """Replace this bench's section of ``path`` (up to the next '## ' heading), or append it."""
+    """Replace the section of ``path`` with ``text``'s heading (up to the next '## '
+    heading), or append it."""
     old = path.read_text(encoding="utf-8") if path.exists() else ""
-    start = old.find(SECTION)
+    title = text.splitlines()[0]
+    start = ("\n" + old).find("\n" + title + "\n")        # where the heading line starts
     if start < 0:
         new = old.rstrip() + "\n\n" + text
     else:
-        end = old.find("\n## ", start + len(SECTION))
+        end = old.find("\n## ", start + len(title))
         new = old[:start] + text + (old[end + 1:] if end >= 0 else "")
     path.write_text(new.rstrip() + "\n", encoding="utf-8")
 
 
 def run(glob: str, configs: list[str], *, sessions: int = 8, duration: float = 90.0,
-        database: str | None = None, command: str = "python -m bench.bench_serving") -> str:
-    """Measure every configuration in turn; the markdown section of the results."""
+        database: str | None = None, command: str = "python -m bench.bench_serving",
+        size: str = "1e7", both: bool = False) -> str:
+    """Measure every configuration in turn (on SQLite, then on ``database`` too when
+    ``both``, else on ``database`` or SQLite); the markdown section of the results."""
     schema = read_schema_file(SAMPLE_SCHEMA)
     rows: list[str] = []
     notes: list[str] = []
+    ledgers = [None, database] if both and database else [database]
     for text in configs:
         setting = Setting.parse(text)
-        row, note = report(setting, measure(glob, schema, setting, sessions=sessions,
-                                            duration=duration, database=database), database)
-        rows += row
-        notes += note
-        print(*row, *note, sep="\n", flush=True)
-    return section(command, glob, rows + ([""] + notes if notes else []), sessions, duration)
+        for db in ledgers:
+            row, note = report(setting, measure(glob, schema, setting, sessions=sessions,
+                                                duration=duration, database=db), db)
+            rows += row
+            notes += note
+            print(*row, *note, sep="\n", flush=True)
+    return section(command, glob, rows + ([""] + notes if notes else []), sessions, duration,
+                   size)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", default="1e7", choices=("1e6", "1e7"))
+    parser.add_argument("--rows", default="1e7", choices=("1e6", "1e7", "1e8"))
     parser.add_argument("--config", action="append", default=None,
-                        help="W:T[:C[:S]] (see Setting), repeatable; default 4:4")
+                        help="W:T[:C[:offload|inline]] (see Setting), repeatable; default 4:16 "
+                             "(docs/deploy/gunicorn.conf.py)")
     parser.add_argument("--sessions", type=int, default=8)
     parser.add_argument("--duration", type=float, default=90.0)
     parser.add_argument("--database-url", default=None,
                         help="a PostgreSQL server URL for the ledger and sessions (a fresh "
                              "database per run, dropped after); default SQLite")
+    parser.add_argument("--both-ledgers", action="store_true",
+                        help="with --database-url: each configuration on SQLite and on "
+                             "PostgreSQL")
     parser.add_argument("--out", type=Path, default=None,
                         help=f"write the section into this file (e.g. {BENCH_DIR.name}/"
                              "RESULTS_warehouse.md)")
     args = parser.parse_args(argv)
     command = "python -m bench.bench_serving " + " ".join(sys.argv[1:] if argv is None
                                                            else argv)
-    text = run(prepare([args.rows])[args.rows], args.config or ["4:4"],
+    text = run(prepare([args.rows])[args.rows], args.config or ["4:16"],
                sessions=args.sessions, duration=args.duration, database=args.database_url,
-               command=command.strip())
+               command=command.strip(), size=args.rows, both=args.both_ledgers)
     print(text)
     if args.out:
         write_section(args.out, text)
