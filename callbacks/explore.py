@@ -133,8 +133,8 @@ def matching_preset(identity, key: Any, c: dict[str, Any]) -> str | None:
 
 def role_releases(services: Services, identity, dataset_id: str) -> list[StoredRelease]:
     """The session role's served releases on ``dataset_id``, newest first."""
-    return [r for r in services.ledger.releases(dataset_id=dataset_id, limit=SCAN_LIMIT)
-            if r.role == identity.role.value]
+    return services.ledger.releases(dataset_id=dataset_id, role=identity.role,
+                                    limit=SCAN_LIMIT)
 
 
 def owned_release(services: Services, identity, release_id: Any) -> StoredRelease | None:
@@ -147,26 +147,36 @@ def owned_release(services: Services, identity, release_id: Any) -> StoredReleas
 
 
 def _preset_options(services: Services, identity, ds, c: dict[str, Any], *,
-                    may_plan: bool = True) -> list[dict]:
-    """Each preset with what choosing it would cost now (or why it cannot be chosen).
+                    cached: bool = False) -> list[dict]:
+    """Each preset with what choosing it would cost now (or why it cannot be chosen), all
+    quoted from one ledger read.
 
-    ``may_plan`` False (a screen of answers the role has): a quantile preset this process
-    has not planned yet says its price is shown when chosen, instead of planning it (about
-    a second of CPU) for a label."""
-    out = []
-    for key, p in PRESETS.items():
+    ``cached`` (a screen of answers the role has): a quantile preset this process has not
+    planned yet says its price is shown when chosen, instead of planning it (about a second
+    of CPU) for a label."""
+    reqs: list[ViewRequest | None] = []
+    for p in PRESETS.values():
         want, _ = preset_controls(identity, p, {**c, "dataset": ds.id})
         try:
             (req,) = _requests(identity, ds, {**want, "compare": False})
-            with contextlib.nullcontext() if may_plan else known_plans_only():
-                quote = services.releases.quote(identity, req, dataset=ds)
-        except PlanPending:
+        except DPError:
+            req = None
+        reqs.append(req)
+    asked = [r for r in reqs if r is not None]
+    with known_plans_only() if cached else contextlib.nullcontext():
+        got = iter(services.releases.quotes(identity, asked, dataset=ds))
+    out = []
+    for (key, p), req in zip(PRESETS.items(), reqs, strict=True):
+        quote = next(got) if req is not None else DPError("not a request")
+        if isinstance(quote, PlanPending):
             out.append({"label": f"{p.label} · price shown when chosen", "value": key})
             continue
-        except DPError:
+        if isinstance(quote, DPError):
             out.append({"label": f"{p.label} · not available on this dataset", "value": key,
                         "disabled": True})
             continue
+        if isinstance(quote, Exception):
+            raise quote
         if quote.cached:
             cost = "released: opens free"
         elif quote.plan is None:
@@ -183,9 +193,11 @@ def _preset_options(services: Services, identity, ds, c: dict[str, Any], *,
 
 def _released_answer(services: Services, identity, ds, req: ViewRequest) -> tuple[ViewAnswer,
                                                                                   int | None]:
-    ans = services.releases.answer(identity, req, dataset=ds)
-    stored = services.ledger.lookup(services.releases.plan(identity, req, dataset=ds).key)
-    return ans, None if stored is None else stored.id
+    ans, rid = services.releases.answer_served(identity, req, dataset=ds)
+    if rid is None:                 # a child process served it: find the stored release
+        stored = services.ledger.lookup(services.releases.plan(identity, req, dataset=ds).key)
+        rid = None if stored is None else stored.id
+    return ans, rid
 
 
 def _released_chart(services: Services, a: ViewAnswer, rid: int | None, granted: Role,
@@ -294,8 +306,8 @@ def reopen_screen(services: Services, identity, rel: StoredRelease) -> Screen:
 # ---- the one screen callback -------------------------------------------------------------
 
 def _fill_lists(services: Services, identity, ds, c: dict[str, Any], screen: Screen,
-                may_plan: bool) -> None:
-    screen.preset_options = _preset_options(services, identity, ds, c, may_plan=may_plan)
+                cached: bool) -> None:
+    screen.preset_options = _preset_options(services, identity, ds, c, cached=cached)
     screen.reopen_options = release_options(identity.user,
                                             role_releases(services, identity, ds.id))
 
@@ -316,7 +328,7 @@ def explore(services: Services, trigger: Any, preset: Any, c: dict[str, Any],
                                 preset, c, reopen)
         except Exception:            # noqa: BLE001 - a stale or broken child: draw it here
             log.warning("Explore screen not offloaded; drawn inline", exc_info=True)
-    return screen_for(services, identity, trigger, preset, c, reopen, may_plan=ds is not None)
+    return screen_for(services, identity, trigger, preset, c, reopen, cached=ds is None)
 
 
 def _computing(services: Services, identity, trigger: Any, preset: Any, c: dict[str, Any]):
@@ -338,9 +350,11 @@ def _computing(services: Services, identity, trigger: Any, preset: Any, c: dict[
 
 
 def screen_for(services: Services, identity, trigger: Any, preset: Any, c: dict[str, Any],
-               reopen: Any = None, *, may_plan: bool = True) -> Screen:
+               reopen: Any = None, *, cached: bool = False) -> Screen:
     """The screen for ``identity`` (from the session) and the untrusted controls ``c``;
-    ``may_plan``: see ``_preset_options``."""
+    ``cached``: ``explore`` found the screen computes nothing (every request is a stored
+    answer of the role, a reopen, or a bad request), so no pricing check is needed and the
+    labels never plan (``_preset_options``)."""
     screen = Screen()
     try:
         ds = _dataset(services, identity, c.get("dataset"))
@@ -357,8 +371,9 @@ def screen_for(services: Services, identity, trigger: Any, preset: Any, c: dict[
             screen.message = _alert(" ".join(notes), "info") if notes else None
         elif trigger == ids.EX_RELEASE:
             reqs = _requests(identity, ds, c)
-            screen = (price_screen(services, identity, ds, reqs) if not priced(services,
-                      identity, ds, reqs) else release_screen(services, identity, ds, reqs))
+            screen = (release_screen(services, identity, ds, reqs)
+                      if cached or priced(services, identity, ds, reqs)
+                      else price_screen(services, identity, ds, reqs))
             screen.preset = matching_preset(identity, preset, c)
         else:
             if trigger == ids.EX_DATASET:
@@ -367,7 +382,7 @@ def screen_for(services: Services, identity, trigger: Any, preset: Any, c: dict[
             screen = _merge(preview_screen(services, identity, ds,
                                            _requests(identity, ds, c)), screen)
             screen.preset = matching_preset(identity, preset, c)
-        _fill_lists(services, identity, ds, {**c, **screen.controls}, screen, may_plan)
+        _fill_lists(services, identity, ds, {**c, **screen.controls}, screen, cached)
     except BudgetExceededError as exc:
         screen = Screen(message=_alert(str(exc), "danger"), preset=None)
     except DPError as exc:

@@ -477,10 +477,32 @@ def _record(ledger: Ledger, conn: Connection, draws: _Draws, spend: _Spend, grow
 
 def quote(ledger: Ledger, source: PlanSource, user: str) -> Quote:
     """What ``release`` would do now, from one read transaction; computes and spends nothing."""
-    key, at = source.key, ledger_db.now()
+    (out,) = quotes(ledger, [source], user, return_exceptions=False)
+    return out
+
+
+def quotes(ledger: Ledger, sources: Sequence[PlanSource], user: str, *,
+           return_exceptions: bool = True) -> list[Quote | Exception]:
+    """``quote`` of each source, all read in one transaction (e.g. a page's preset labels).
+
+    A plan that cannot be built is its exception in the list (``return_exceptions``), so one
+    bad source does not hide the others' quotes."""
+    at = ledger_db.now()
     with ledger.db.tx(write=False) as conn:
-        cached = find_served(conn, key) is not None
-        snap = _read_snapshot(ledger, conn, key, source.inputs, user, at)
+        reads = [(find_served(conn, s.key) is not None,
+                  _read_snapshot(ledger, conn, s.key, s.inputs, user, at)) for s in sources]
+    out: list[Quote | Exception] = []
+    for source, (cached, snap) in zip(sources, reads, strict=True):
+        try:
+            out.append(_quote(ledger, source, cached, snap))
+        except Exception as exc:    # noqa: BLE001 - handed back, as the caller asked
+            if not return_exceptions:
+                raise
+            out.append(exc)
+    return out
+
+
+def _quote(ledger: Ledger, source: PlanSource, cached: bool, snap: _Snapshot) -> Quote:
     status = status_of(ledger, snap.spend)
     missing = tuple(s.key for s in source.inputs if s.store_key not in snap.internals)
     if cached or missing:

@@ -10,6 +10,7 @@ reads: statuses for the pages, the release list, totals and the CSV export.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -88,6 +89,11 @@ class Ledger:
     def quote(self, source: PlanSource, *, user: str) -> Quote:
         """What ``release`` would cost now (one read transaction; computes nothing)."""
         return door.quote(self, source, str(user))
+
+    def quotes(self, sources: Sequence[PlanSource], *, user: str) -> list[Quote | Exception]:
+        """``quote`` of each source from one read transaction; a source whose plan cannot be
+        built is its exception in the list."""
+        return door.quotes(self, sources, str(user))
 
     def release_internal(self, spec: InternalSpec, *, dataset_id: str, dataset_version: str,
                          payer: Role, rng: RngFactory | None = None) -> Release:
@@ -176,10 +182,13 @@ class Ledger:
             return [(aware(w), u, ro, int(i)) for w, u, ro, i in conn.execute(stmt)]
 
     def releases(self, *, user: str | None = None, dataset_id: str | None = None,
-                 limit: int | None = 1000) -> list[StoredRelease]:
-        """Served releases, newest first, optionally filtered by user and dataset."""
+                 role: Role | None = None, limit: int | None = 1000) -> list[StoredRelease]:
+        """Served releases, newest first, optionally filtered by user, dataset and paying
+        role."""
         stmt = reports.filtered(select(_RELEASES).order_by(_RELEASES.c.id.desc()), user,
                                 dataset_id)
+        if role is not None:
+            stmt = stmt.where(_RELEASES.c.role == Role(role).value)
         if limit is not None:
             stmt = stmt.limit(int(limit))
         with self.db.tx(write=False) as conn:

@@ -65,6 +65,12 @@ class ReleaseService:
 
         ``dataset``: the registry entry when the caller already holds it (saves a lookup).
         """
+        return self.answer_served(identity, req, dataset=dataset)[0]
+
+    def answer_served(self, identity, req: ViewRequest, *,
+                      dataset=None) -> tuple[ViewAnswer, int | None]:
+        """``answer``, and the id of the stored release it is (None when a child process
+        served it: look it up)."""
         ds = dataset if dataset is not None else self.registry.get(req.dataset_id)
         plan = self.plan(identity, req, dataset=ds)
         owner = identity.role is Role.OWNER
@@ -72,7 +78,7 @@ class ReleaseService:
                 and self.ledger.lookup(plan.key) is None:
             offloaded = self._offloaded(identity, req, ds)
             if offloaded is not None:
-                return offloaded if owner else offloaded.without_truth()
+                return (offloaded if owner else offloaded.without_truth()), None
         if isinstance(plan, PaperPlan):
             rows = _row_reader(req, ds, histogram=isinstance(plan.view, HistogramPlan))
             compute, truth = plan.compute(rows), None
@@ -84,11 +90,24 @@ class ReleaseService:
         served = self.ledger.release(plan, compute,
                                      lambda p, rel: plan.publish(p, rel, truth),
                                      user=identity.user, rng=self._rng)
-        return self._with_status(served, owner)
+        return self._with_status(served, owner), served.release_id
 
     def quote(self, identity, req: ViewRequest, *, dataset=None) -> Quote:
         """What answering ``req`` would cost now; reads no row and spends nothing."""
         return self.ledger.quote(self.plan(identity, req, dataset=dataset), user=identity.user)
+
+    def quotes(self, identity, reqs: list[ViewRequest], *, dataset) -> list[Quote | Exception]:
+        """``quote`` of each request from one read transaction; a request that cannot be
+        planned or priced is its exception in the list."""
+        plans: list = []
+        for req in reqs:
+            try:
+                plans.append(self.plan(identity, req, dataset=dataset))
+            except Exception as exc:    # noqa: BLE001 - handed back like the ledger's
+                plans.append(exc)
+        sources = [p for p in plans if not isinstance(p, Exception)]
+        got = iter(self.ledger.quotes(sources, user=identity.user))
+        return [p if isinstance(p, Exception) else next(got) for p in plans]
 
     def prepare(self, identity, req: ViewRequest, *, dataset=None) -> float:
         """Draw the internal inputs ``req``'s exact price needs (its grouping's DP sizes and

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from sqlalchemy import event
 
+from dp_engine.errors import DPError
 from layouts import ids
 from layouts.figures import fmt
 from services.data.registry import DatasetRegistry
@@ -164,6 +165,28 @@ def test_a_release_takes_at_most_two_transactions_and_a_cached_one_exactly_one(c
         assert service.answer(owner, req).cached and transactions() == 1
     assert [u for _, u, _, _ in service.ledger.deliveries()] == ["olga", "olivia"] + ["olga"] * 3
     assert check_invariants(service.ledger) == []
+
+
+def test_many_quotes_take_one_transaction_and_equal_single_quotes(counted):
+    service, transactions = counted
+    ds = service.registry.get("pirads")
+    carl = Identity("carl", Role.COLLABORATOR, True)
+    service.answer(carl, ViewRequest("pirads", "mean", "Age", "PIRADS score", "sound",
+                                     Role.COLLABORATOR))
+    reqs = [ViewRequest("pirads", v, "Age", g, "sound", Role.COLLABORATOR)
+            for v, g in (("mean", "PIRADS score"), ("histogram", "PIRADS score"),
+                         ("median", "Prostatitis"), ("median", "Gleason score"))]
+    bad = ViewRequest("pirads", "mean", "Prostatitis", None, "sound", Role.COLLABORATOR)
+    transactions()
+    many = service.quotes(carl, [*reqs, bad], dataset=ds)
+    assert transactions() == 1
+    single = [service.quote(carl, r, dataset=ds) for r in reqs]
+    assert [(q.cached, q.cost, q.missing_inputs, q.refusal) for q in many[:4]] == [
+        (q.cached, q.cost, q.missing_inputs, q.refusal) for q in single]
+    assert many[0].cached and many[1].cost > 0 and many[2].missing_inputs
+    assert isinstance(many[4], DPError) and "numeric" in str(many[4])
+    assert [r.role for r in service.ledger.releases(role=Role.COLLABORATOR)] == ["collaborator"]
+    assert service.ledger.releases(role=Role.OWNER) == []
 
 
 class _NoRows:

@@ -118,3 +118,25 @@ def test_door_section_is_spliced_into_the_results_once(tmp_path, monkeypatch):
         < text.index("## Anonymization page")
     assert "| Python |" in text and "| 920 | 1 ms | 2 ms |" in text
     assert (tmp_path / "RESULTS_door.md").read_text() in text
+
+
+def test_serving_settings_and_sections(tmp_path):
+    from bench import bench_serving as bs
+
+    deployed = bs.deployed("COHORT_OFFLOAD_UNCACHED") == "1"
+    assert bs.Setting.parse("4:16").offload is deployed
+    assert bs.Setting.parse("4:16::inline") == bs.Setting(4, 16, None, False)
+    assert bs.Setting.parse("2:8:4:offload") == bs.Setting(2, 8, 4, True)
+    with pytest.raises(ValueError, match="offload"):
+        bs.Setting.parse("4:4::fast")
+    out = tmp_path / "r.md"
+    out.write_text("# R\n\n## Cached answers under uncached load\n\nold\n\n## Next\n\nkept\n")
+    bs.write_section(out, bs.section("cmd", "/d/v/*.parquet", ["| a |"], 8, 45.0))
+    bs.write_section(out, bs.section("cmd", "/d/v/*.parquet", ["| b |"], 8, 45.0, "1e8"))
+    text = out.read_text()
+    assert "old" not in text and text.count("| a |") == 1 and "## Next\n\nkept" in text
+    assert text.count("## Cached answers under uncached load, 1e8 rows") == 1
+    assert "1e8-row Parquet" in text and "1e7-row Parquet" in text
+    bs.write_section(out, bs.section("cmd", "/d/v/*.parquet", ["| c |"], 8, 45.0))
+    text = out.read_text()
+    assert "| a |" not in text and "| c |" in text and "| b |" in text
