@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -164,6 +164,26 @@ def coarsen(cands: CandidateCounts, n_candidates: int) -> CandidateCounts:
     inner = fine[:, 1:c].reshape(fine.shape[0], c2 - 1, r).sum(axis=2)
     counts = np.concatenate([fine[:, :1], inner, fine[:, c:]], axis=1)
     return CandidateCounts(cands.lower, cands.upper, c2, counts, cands.contribution)
+
+
+def repeated(agg: CellCounts | MomentSums | CandidateCounts,
+             times: int) -> CellCounts | MomentSums | CandidateCounts:
+    """The aggregates of the same table with every row (every patient) ``times`` times.
+
+    Every aggregate is a sum over rows, so this is each sum times ``times``, exactly as
+    computing on the repeated table would give; the contribution bound is unchanged (the
+    copies are other patients). A simulated preview stands for n̂ records this way while
+    drawing only n̂ / ``times`` of them.
+    """
+    k = int(times)
+    if k < 1:
+        raise DataTypeError(f"A table can be repeated 1 or more times, not {times}.")
+    if k == 1:
+        return agg
+    if isinstance(agg, MomentSums):
+        return replace(agg, count=agg.count * k, s1=agg.s1 * k,
+                       s2=None if agg.s2 is None else agg.s2 * k)
+    return replace(agg, counts=agg.counts * k)
 
 
 def bound_contributions(patients: Any, max_rows: int, *, seed: int = 0) -> np.ndarray:

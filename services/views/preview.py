@@ -17,6 +17,7 @@ role's budget) and the next preview shows the exact price the Release button the
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
@@ -27,7 +28,9 @@ import pandas as pd
 from dp_engine import accountant
 from dp_engine.errors import DPError
 from dp_engine.schema import NUMERIC_KINDS, ColumnSpec, Schema
+from dp_engine.sound.aggregates import repeated
 from services.data.sources.memory import PandasSource
+from services.data.sources.query import AggregateQuery, Aggregates
 from services.identity.roles import Role
 from services.ledger.records import AccountStatus, Quote
 from services.views import statistics as st
@@ -39,6 +42,10 @@ from services.views.queries import ViewRequest
 PREVIEW_LABEL = "preview — simulated, not your patients"
 FALLBACK_SIZE = 200
 """Rows simulated when the quote has no public size (paper mode prices nothing in advance)."""
+SIMULATED_ROWS = 200_000
+"""Most rows a preview draws: a larger n̂ is stood for by counting each row several times
+(``RepeatedSource``), so a preview of a warehouse table costs what one of 200 000 rows does
+(a preview of 1e8 rows once drew 1e8, gigabytes and seconds)."""
 
 
 @dataclass(frozen=True)
@@ -95,6 +102,33 @@ def simulated_frame(schema: Schema, columns: list[str], n: int,
     return pd.DataFrame({c: simulate_column(schema.column(c), n, rng) for c in columns})
 
 
+class RepeatedSource(PandasSource):
+    """Simulated rows that stand for ``times`` as many: every aggregate is ``times`` the
+    aggregate of the rows (``dp_engine.sound.aggregates.repeated``)."""
+
+    def __init__(self, frame: pd.DataFrame, times: int = 1) -> None:
+        super().__init__(frame)
+        self.times = int(times)
+
+    def aggregate(self, query: AggregateQuery) -> Aggregates:
+        return repeated(super().aggregate(query), self.times)
+
+    def row_count(self) -> int:
+        return len(self.frame) * self.times
+
+
+def simulated_source(schema: Schema, columns: list[str], n: int,
+                     rng: np.random.Generator) -> RepeatedSource:
+    """About ``n`` simulated patients (public schema only): at most ``SIMULATED_ROWS``
+    drawn, each counted ``times`` times (n within ``times``/2, under 0.001 % of n past the
+    cap); one row per simulated patient."""
+    times = max(1, math.ceil(n / SIMULATED_ROWS))
+    frame = simulated_frame(schema, columns, max(1, round(n / times)), rng)
+    if schema.patient_column:
+        frame[schema.patient_column] = np.arange(len(frame))
+    return RepeatedSource(frame, times)
+
+
 def _n_hat(plan: Any) -> int:
     """The view's public DP size once its plan is built (paper mode: a fixed size)."""
     n = int(getattr(plan, "n_hat", 0) or 0)
@@ -144,12 +178,9 @@ def _estimated(releases, identity, req: ViewRequest, dataset, quote: Quote) -> P
     rng = np.random.default_rng(seed_for(req, dataset.schema))
     size = releases.public_size(dataset) or FALLBACK_SIZE
     columns = [req.x] + ([req.group] if req.group else [])
-    frame = simulated_frame(dataset.schema, columns, size, rng)
-    if dataset.schema.patient_column:
-        frame[dataset.schema.patient_column] = np.arange(len(frame))
     simulated = SimpleNamespace(id=dataset.id, title=getattr(dataset, "title", ""),
                                 version=f"{dataset.version}|simulated", schema=dataset.schema,
-                                data=PandasSource(frame))
+                                data=simulated_source(dataset.schema, columns, size, rng))
     plan = releases.plan(identity, req, dataset=simulated)
     release_plan = plan.build({s.key: s.compute(s.epsilon, rng) for s in plan.inputs})
     answer = _simulated_answer(plan, release_plan, req, simulated)
@@ -182,14 +213,13 @@ def _simulated_answer(plan, release_plan, req: ViewRequest, dataset) -> ViewAnsw
     schema = dataset.schema
     view = plan.view if isinstance(plan, PaperPlan) else plan   # paper mode wraps a view
     columns = [req.x] + ([req.group] if req.group else [])
-    frame = simulated_frame(schema, columns, _n_hat(view), rng)
     if isinstance(plan, PaperPlan):
+        frame = simulated_frame(schema, columns, _n_hat(view), rng)
         rows = st.inputs(req, frame, schema, histogram=view.figure == "histogram")
         compute = plan.compute(lambda: rows)
     else:
-        if schema.patient_column:           # one simulated row per simulated patient
-            frame[schema.patient_column] = np.arange(len(frame))
-        agg = PandasSource(frame).aggregate(with_bound(plan.query(), schema))
+        source = simulated_source(schema, columns, _n_hat(view), rng)
+        agg = source.aggregate(with_bound(plan.query(), schema))
         compute = plan.compute(lambda: agg)
     tier = release_plan.key.tier
     rel = compute(release_plan.epsilons.get(tier), rng)
