@@ -111,3 +111,25 @@ def test_a_broken_child_means_the_screen_is_drawn_inline(app, monkeypatch):
     shown = post(app.server.test_client(), ids.EX_VIEW, dataset="pirads", role="owner",
                  view="mean", x="Age", group="PIRADS score")
     assert shown.status == 200 and shown.preview
+
+
+def test_every_kind_of_computing_screen_works_in_the_child(app, monkeypatch):
+    from app import services_of
+    from layouts import ids
+    from tests.app.explore_client import post, preset, render
+
+    calls = _count_calls(monkeypatch, services_of(app).releases.offload)
+    client = app.server.test_client()
+    base = {"dataset": "pirads", "role": "owner", "view": "histogram", "x": "Age",
+            "group": "PIRADS score"}
+    compare = post(client, ids.EX_COMPARE, **base, compare=True)        # three tiers
+    assert compare.status == 200 and len(compare.figures()) == 3 and compare.preview
+    paper = render(client, **base, mechanism="paper")                    # paper mode
+    assert paper.release_ids() and "not differentially private" in paper.text
+    chosen = preset(client, "fig3", **base)                              # a preset
+    assert chosen.figures() and not chosen.preview, chosen.message
+    switched = post(client, ids.EX_DATASET, **base)                      # dataset switch
+    assert switched.status == 200 and switched.figures()
+    assert calls == ["screen_for"] * 4                                   # one per screen
+    assert "could not be computed" not in " ".join(
+        r.text for r in (compare, paper, chosen, switched))
