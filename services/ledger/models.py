@@ -93,6 +93,17 @@ budgets = Table(
 )
 """Running spend of one (role, dataset) budget; the row every charge locks."""
 
+plans = Table(
+    "ledger_plans", metadata,
+    Column("key", String(64), primary_key=True),
+    Column("dataset_version", String(200), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("payload_json", Text, nullable=False),
+)
+"""Per-group ε plans of views (``dp_engine.sound.plan_tiers``) by a hash of their public
+inputs and of the planning code: a pure function of public data, so one worker's plan (a box
+plot's takes seconds) serves every worker and restart. Not a release; nothing private."""
+
 meta = Table(
     "ledger_meta", metadata,
     Column("key", String(64), primary_key=True),

@@ -25,6 +25,7 @@ from services.ledger.migrate import create_or_migrate
 from services.ledger.models import budgets as _BUDGETS
 from services.ledger.models import datasets as _DATASETS
 from services.ledger.models import deliveries as _DELIVERIES
+from services.ledger.models import plans as _PLANS
 from services.ledger.models import releases as _RELEASES
 from services.ledger.models import tiers as _TIERS
 from services.ledger.plan import InternalSpec, PlanSource, ReleaseKey
@@ -89,6 +90,19 @@ class Ledger:
     def quote(self, source: PlanSource, *, user: str) -> Quote:
         """What ``release`` would cost now (one read transaction; computes nothing)."""
         return door.quote(self, source, str(user))
+
+    def stored_plan(self, key: str) -> str | None:
+        """A view plan stored under ``key`` by any worker (``services/views/plan_store.py``)."""
+        with self.db.tx(write=False) as conn:
+            return conn.execute(select(_PLANS.c.payload_json).where(
+                _PLANS.c.key == str(key))).scalar_one_or_none()
+
+    def store_plan(self, key: str, dataset_version: str, payload: str) -> None:
+        """Keep a view plan for every worker (the first one stored wins; all are equal)."""
+        with self.db.tx(write=True) as conn:
+            conn.execute(self.db.insert_ignore(
+                _PLANS, key=str(key), dataset_version=str(dataset_version)[:200],
+                created_at=ledger_db.now(), payload_json=payload))
 
     def quotes(self, sources: Sequence[PlanSource], *, user: str) -> list[Quote | Exception]:
         """``quote`` of each source from one read transaction; a source whose plan cannot be

@@ -32,6 +32,7 @@ from dp_engine.sound.release import Release
 from services.data.sources.query import AggregateQuery
 from services.data.sources.resolve import aggregates
 from services.ledger.plan import InternalSpec, epsilon_max
+from services.views import plan_store
 from services.views.niced import niced
 
 SIZES = "sizes"
@@ -40,6 +41,9 @@ _CACHE_SIZE = 256
 _plans: dict[tuple, TierPlan] = {}
 _plans_lock = threading.Lock()
 _local = threading.local()
+SHARED_PLANS = frozenset({"quantiles"})
+"""Plans kept in the ledger for every worker: a box plot's takes seconds; the others take
+milliseconds, less than the read and the write that sharing them would cost."""
 
 
 def size_key(group: str | None) -> str:
@@ -131,18 +135,29 @@ def known_plans_only() -> Iterator[None]:
         _local.known_only = before
 
 
-def planned_tiers(cache_key: tuple, statistic: str, scales: GroupScales, **kwargs: Any
-                  ) -> TierPlan:
-    """``plan_tiers`` for these public scales, computed once per process and key."""
+def planned_tiers(cache_key: tuple, statistic: str, scales: GroupScales, *,
+                  store: Any = None, **kwargs: Any) -> TierPlan:
+    """``plan_tiers`` for these public scales, computed once per process and key; a costly
+    one (``SHARED_PLANS``) once for every worker when a ``store`` (the ledger:
+    ``stored_plan``/``store_plan``) is given: a plan another worker stored is read instead
+    of computed again."""
     key = (*cache_key, statistic, scales.n_hat.tobytes(), scales.shape.tobytes(),
            repr(sorted(kwargs.items(), key=lambda kv: kv[0])))
     with _plans_lock:
         hit = _plans.get(key)
     if hit is not None:
         return hit
-    if statistic == "quantiles" and getattr(_local, "known_only", False):
+    shared = (plan_store.digest(key) if store is not None and statistic in SHARED_PLANS
+              else None)
+    stored = store.stored_plan(shared) if shared is not None else None
+    if stored is not None:
+        tiers = plan_store.decode(stored)
+    elif statistic == "quantiles" and getattr(_local, "known_only", False):
         raise PlanPending(f"plan of {cache_key[1]} not computed in this process yet")
-    tiers = niced(sound.plan_tiers, statistic, scales, **kwargs)   # the costly step
+    else:
+        tiers = niced(sound.plan_tiers, statistic, scales, **kwargs)   # the costly step
+        if shared is not None:
+            store.store_plan(shared, str(cache_key[0]), plan_store.encode(tiers))
     with _plans_lock:
         if len(_plans) >= _CACHE_SIZE:
             _plans.clear()

@@ -89,10 +89,13 @@ class ViewPlan:
     statistic_label: ClassVar[str] = ""
     paper_query: ClassVar[int]        # PyDPLib's query code for paper mode
 
-    def __init__(self, dataset: Any, req: ViewRequest, payer: Role) -> None:
-        """``dataset``: anything with ``id``, ``title``, ``version`` and a public ``schema``."""
+    def __init__(self, dataset: Any, req: ViewRequest, payer: Role, *,
+                 plan_store: Any = None) -> None:
+        """``dataset``: anything with ``id``, ``title``, ``version`` and a public ``schema``;
+        ``plan_store``: where plans are shared between workers (the ledger), if anywhere."""
         schema = dataset.schema
         self.dataset, self.req, self.payer = dataset, req, Role(payer)
+        self.plan_store = plan_store
         self.x_spec: ColumnSpec = schema.column(req.x)
         self.g_spec: ColumnSpec | None = schema.column(req.group) if req.group else None
         self.check_column(self.x_spec)
@@ -143,7 +146,8 @@ class ViewPlan:
         self.scales = view_scales(inputs, self.x_spec, self.req.group)
         cache_key = (self.key.dataset_version, self.key.query_key, self.contribution)
         self.tiers = planned_tiers(cache_key, self.statistic, self.scales,
-                                   contribution=self.contribution, **self.plan_kwargs())
+                                   store=self.plan_store, contribution=self.contribution,
+                                   **self.plan_kwargs())
         self.tier_eps = nested_epsilons(self.tiers)
         eps = {t: tuple(float(v) if math.isfinite(v) else 0.0 for v in self.tier_eps[t])
                for t in TIERS}
@@ -392,7 +396,9 @@ PLANS: dict[str, type[ViewPlan]] = {
 """The plan class of every view named in ``queries.VIEWS``."""
 
 
-def plan_for(dataset: Any, req: ViewRequest, payer: Role) -> ViewPlan | PaperPlan:
-    """The plan of ``req`` (already validated and clamped), paid for by ``payer``."""
-    view = PLANS[req.view](dataset, req, payer)
+def plan_for(dataset: Any, req: ViewRequest, payer: Role, *,
+             plan_store: Any = None) -> ViewPlan | PaperPlan:
+    """The plan of ``req`` (already validated and clamped), paid for by ``payer``; its ε
+    plans are shared through ``plan_store`` (the ledger) when given."""
+    view = PLANS[req.view](dataset, req, payer, plan_store=plan_store)
     return PaperPlan(view) if req.mechanism == "paper" else view

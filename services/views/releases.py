@@ -58,7 +58,7 @@ class ReleaseService:
     def plan(self, identity, req: ViewRequest, *, dataset=None) -> ViewPlan | PaperPlan:
         """The plan of ``req`` paid by ``identity``'s role (public metadata only, no rows)."""
         ds = dataset if dataset is not None else self.registry.get(req.dataset_id)
-        return plan_for(ds, req, identity.role)
+        return plan_for(ds, req, identity.role, plan_store=self.ledger)
 
     def answer(self, identity, req: ViewRequest, *, dataset=None) -> ViewAnswer:
         """The answer to ``req`` for ``identity`` (role already clamped into ``req``).
