@@ -10,8 +10,9 @@ and charged to the dataset-level loss only, never to a role (docs/accuracy.md se
   ``pilot_edges`` at ``PILOT_EPSILON``: each group's shape (mean, variance, quantiles).
 
 ``view_scales`` turns them into the ``GroupScales`` of one view (post-processing only), and
-``planned_tiers`` plans the three tiers' per-group ε from them (cached: the plan is a pure
-function of public inputs, and a quantile plan takes about a second).
+``planned_tiers`` plans the three tiers' per-group ε from them (cached per process, and a
+box plot's in the ledger for every worker, ``plan_store.py``: the plan is a pure function of
+public inputs, and a quantile plan takes seconds).
 """
 
 from __future__ import annotations
