@@ -321,14 +321,19 @@ def explore(services: Services, trigger: Any, preset: Any, c: dict[str, Any],
     worker's GIL; a screen of answers the role already has is served here."""
     identity = services.identity.current()
     offload = services.releases.offload
-    ds = _computing(services, identity, trigger, preset, c)
+    try:
+        ds = _computing(services, identity, trigger, preset, c)
+        cached = ds is None
+    except Exception:                # noqa: BLE001 - e.g. the ledger unreachable: the
+        log.warning("Explore screen not classified", exc_info=True)   # screen says so
+        ds, cached = None, False
     if offload is not None and ds is not None:
         try:
             return offload.call(screen_for, identity, ds.id, str(ds.version), trigger,
                                 preset, c, reopen)
         except Exception:            # noqa: BLE001 - a stale or broken child: draw it here
             log.warning("Explore screen not offloaded; drawn inline", exc_info=True)
-    return screen_for(services, identity, trigger, preset, c, reopen, cached=ds is None)
+    return screen_for(services, identity, trigger, preset, c, reopen, cached=cached)
 
 
 def _computing(services: Services, identity, trigger: Any, preset: Any, c: dict[str, Any]):

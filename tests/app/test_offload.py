@@ -133,3 +133,24 @@ def test_every_kind_of_computing_screen_works_in_the_child(app, monkeypatch):
     assert calls == ["screen_for"] * 4                                   # one per screen
     assert "could not be computed" not in " ".join(
         r.text for r in (compare, paper, chosen, switched))
+
+
+def test_a_failing_ledger_read_before_the_screen_is_no_500_and_prices_first(app, monkeypatch):
+    from app import services_of
+    from layouts import ids
+    from tests.app.explore_client import PRICED, post
+
+    s = services_of(app)
+    real, failed = s.ledger.lookup, []
+
+    def flaky(key):
+        if not failed:
+            failed.append(key)
+            raise RuntimeError("database gone for a moment")
+        return real(key)
+
+    monkeypatch.setattr(s.ledger, "lookup", flaky)
+    pressed = post(app.server.test_client(), ids.EX_RELEASE, dataset="pirads", role="owner",
+                   view="mean", x="Age", group="Prostatitis")
+    assert failed and pressed.status == 200
+    assert PRICED in pressed.text and s.ledger.releases(dataset_id="pirads") == []
