@@ -21,6 +21,7 @@ import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import astuple, replace
 from typing import Any, TypeVar
 
@@ -83,15 +84,28 @@ class Offload:
     def answer(self, identity: Identity, req: ViewRequest, version: str) -> dict[str, Any]:
         """The answer as the child's door served it (a dict of ``ViewAnswer``)."""
         fields = (*astuple(req)[:5], req.role.value)
-        return self._executor().submit(_answer, identity.user, identity.role.value, fields,
-                                       version).result()
+        return self._run(_answer, identity.user, identity.role.value, fields, version)
 
     def call(self, fn: Callable[..., T], identity: Identity, dataset_id: str, version: str,
              *args: Any) -> T:
         """``fn(services, identity, *args)`` run by the child (``fn`` and ``args`` picklable:
         a module-level function and plain values); the dataset must be at ``version``."""
-        return self._executor().submit(_call, fn, identity.user, identity.role.value,
-                                       dataset_id, version, args).result()
+        return self._run(_call, fn, identity.user, identity.role.value, dataset_id, version,
+                         args)
+
+    def _run(self, task: Callable[..., T], *args: Any) -> T:
+        """``task(*args)`` in the child. A child that died (killed, out of memory) breaks
+        its pool: the error goes to the caller, who answers inline, and the next call
+        starts a new child."""
+        pool = self._executor()
+        try:
+            return pool.submit(task, *args).result()
+        except BrokenProcessPool:
+            with self._lock:
+                if self._pool is pool:
+                    self._pool = None
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
 
     def close(self) -> None:
         with self._lock:

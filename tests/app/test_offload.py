@@ -154,3 +154,22 @@ def test_a_failing_ledger_read_before_the_screen_is_no_500_and_prices_first(app,
                    view="mean", x="Age", group="Prostatitis")
     assert failed and pressed.status == 200
     assert PRICED in pressed.text and s.ledger.releases(dataset_id="pirads") == []
+
+
+def test_a_child_that_died_is_replaced_and_the_answer_drawn_inline_meanwhile(services):
+    import signal
+
+    services.releases.answer(COLLAB, REQ)                    # starts the child
+    pool = services.releases.offload._pool
+    (child,) = pool._processes.values()
+    os.kill(child.pid, signal.SIGKILL)                       # e.g. the OOM killer
+    child.join(timeout=30)
+    other = ViewRequest("pirads", "mean", "Age", "BPH", "sound", Role.COLLABORATOR)
+    drawn = services.releases.answer(COLLAB, other)          # inline, not an error
+    assert drawn.epsilon_charged > 0 and not drawn.cached
+    assert services.releases.offload._pool is None           # the broken pool is dropped
+    third = ViewRequest("pirads", "variance", "Age", "BPH", "sound", Role.COLLABORATOR)
+    services.releases.answer(COLLAB, third)
+    (fresh,) = services.releases.offload._pool._processes.values()
+    assert fresh.pid != child.pid and fresh.is_alive()
+    assert len(services.ledger.releases(dataset_id="pirads")) == 3
