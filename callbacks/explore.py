@@ -292,7 +292,7 @@ def reopen_screen(services: Services, identity, rel: StoredRelease) -> Screen:
                   user_spent=status.user.spent, dataset_loss=status.dataset.loss,
                   dataset_cap=status.dataset.cap)
     if not access.is_owner(identity):
-        ans = replace(ans, realized_noise_percent=None)
+        ans = ans.without_truth()       # every field computed from true values, not one
     services.ledger.log_delivery(rel.id, user=identity.user, role=identity.role,
                                  channel="explore-reopen")
     screen = _released_screen(services, [(ans, rel.id)], identity.role)

@@ -40,21 +40,20 @@ class StaleDataset(RuntimeError):
 
 
 def _start(config: Any) -> None:
-    """Child process start: lower its priority, build its own services."""
+    """Child process start: lower its priority (the whole process, so ``niced`` need not
+    start a lower-priority thread per draw here), build its own services."""
     global _child
     os.nice(NICE)
+    os.environ["COHORT_NICE_UNCACHED"] = "0"
     from services.container import build_services
 
     _child = build_services(replace(config, offload_uncached=False))   # no grandchildren
 
 
-def _answer(user: str, role: str, fields: tuple, version: str) -> dict[str, Any]:
+def _answer(services: Any, identity: Identity, fields: tuple) -> dict[str, Any]:
+    """One release by the child's door, as a dict of ``ViewAnswer``."""
     req = ViewRequest(*fields[:5], Role(fields[5]))
-    ds = _child.registry.get(req.dataset_id)
-    if str(ds.version) != version:
-        raise StaleDataset(f"{req.dataset_id}: {ds.version} != {version}")
-    ans = _child.releases.answer(Identity(user, Role(role), True), req, dataset=ds)
-    return ans.to_dict()
+    return services.releases.answer(identity, req).to_dict()
 
 
 def _call(fn: Callable[..., T], user: str, role: str, dataset_id: str, version: str,
@@ -84,22 +83,19 @@ class Offload:
     def answer(self, identity: Identity, req: ViewRequest, version: str) -> dict[str, Any]:
         """The answer as the child's door served it (a dict of ``ViewAnswer``)."""
         fields = (*astuple(req)[:5], req.role.value)
-        return self._run(_answer, identity.user, identity.role.value, fields, version)
+        return self.call(_answer, identity, req.dataset_id, version, fields)
 
     def call(self, fn: Callable[..., T], identity: Identity, dataset_id: str, version: str,
              *args: Any) -> T:
         """``fn(services, identity, *args)`` run by the child (``fn`` and ``args`` picklable:
-        a module-level function and plain values); the dataset must be at ``version``."""
-        return self._run(_call, fn, identity.user, identity.role.value, dataset_id, version,
-                         args)
+        a module-level function and plain values); the dataset must be at ``version``.
 
-    def _run(self, task: Callable[..., T], *args: Any) -> T:
-        """``task(*args)`` in the child. A child that died (killed, out of memory) breaks
-        its pool: the error goes to the caller, who answers inline, and the next call
-        starts a new child."""
+        A child that died (killed, out of memory) breaks its pool: the error goes to the
+        caller, who answers inline, and the next call starts a new child."""
         pool = self._executor()
         try:
-            return pool.submit(task, *args).result()
+            return pool.submit(_call, fn, identity.user, identity.role.value, dataset_id,
+                               version, args).result()
         except BrokenProcessPool:
             with self._lock:
                 if self._pool is pool:
