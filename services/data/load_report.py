@@ -24,6 +24,8 @@ class LoadReport:
     warnings: tuple[str, ...] = ()
     coded: dict[str, int] = field(default_factory=dict)     # missing-value codes read as missing
     other: dict[str, int] = field(default_factory=dict)     # cells read as the catch-all level
+    present: dict[str, int] = field(default_factory=dict)   # values held per column (read back
+    #                                                         from the store when it is a file)
     review: DataReview | None = None  # per-column facts for the owner's confirmation
 
     def lines(self) -> list[str]:

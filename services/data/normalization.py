@@ -16,6 +16,7 @@ import pandas as pd
 
 from dp_engine.schema import ColumnKind, ColumnSpec, Schema
 from services.data.errors import DatasetError
+from services.data.integrity import check_counts, present_counts
 from services.data.limits import RARE_LEVEL_MIN
 from services.data.load_report import LoadReport
 from services.data.patients import candidates
@@ -241,13 +242,18 @@ def apply_schema(
     extra = [str(c) for c in raw.columns if c not in schema]
     schema = replace(schema, columns=tuple(canonical_spec(c) for c in schema.columns))
     tally = _Tally(rare_level_min)
-    frame = pd.DataFrame(
-        {spec.name: _column(raw[spec.name], spec, tally, filename) for spec in schema.columns},
-        index=pd.RangeIndex(len(raw)), copy=False,
-    )
+    # A chunk of a streamed file is labelled from its offset (1_000_000, …): every column is
+    # built on positions 0..n-1, or pandas would align the values away on the labels.
+    raw = raw.reset_index(drop=True)
+    columns = {spec.name: _column(raw[spec.name], spec, tally, filename)
+               for spec in schema.columns}
+    parsed = {name: int(col.notna().sum()) for name, col in columns.items()}
+    frame = pd.DataFrame(columns, index=pd.RangeIndex(len(raw)), copy=False)
+    check_counts(parsed, present_counts(frame), len(raw), len(frame), filename)
     notes = (f"Ignored column(s) not in the schema: {', '.join(extra)}.",) if extra else ()
     report = LoadReport(
         rows=len(frame), columns=frame.shape[1], missing=tally.missing, dropped=tally.dropped,
+        present=parsed,
         clamped=tally.clamped, open_ended=tally.open_ended, warnings=notes, coded=tally.coded,
         other=tally.other, review=tally.build(frame, schema),
     )

@@ -28,12 +28,15 @@ import pandas as pd
 from dp_engine.schema import ColumnKind, Schema
 from services.data.csv_loader import HEAD_BYTES, dataset_slug, read_table
 from services.data.errors import DatasetError
+from services.data.integrity import check_counts, present_counts
 from services.data.load_report import LoadReport
 from services.data.normalization import apply_schema
 from services.data.schema_inference import propose_schema
 from services.data.value_parsing import EXTRA_NA
 
 CHUNK_ROWS = 1_000_000
+SOURCE_FILE = "source.json"      # which file (path, version) an ingestion folder holds
+SCHEMA_FILE = "schema.json"      # the schema its values were typed with
 HASH_BLOCK = 8 << 20
 _TEXT_HINT_KINDS = frozenset(
     {ColumnKind.CATEGORICAL, ColumnKind.BOOLEAN, ColumnKind.DATE, ColumnKind.ORDINAL}
@@ -159,15 +162,71 @@ def ingest_csv(path: Path, dest: Path, *, schema: Schema | None = None,
     if schema is None or rows == 0:
         shutil.rmtree(tmp, ignore_errors=True)
         raise DatasetError(f"'{path.name}' has a header row but no data rows.")
-    report = LoadReport(rows=rows, columns=len(schema.columns), delimiter=head.delimiter,
-                        encoding=head.encoding, warnings=tuple(notes), **tally)
+    try:   # the report counts what the store holds, and only if it is what was parsed
+        stored_rows, held = stored_counts(tmp, schema.names)
+        check_counts(tally.get("present", {}), held, rows, stored_rows, path.name)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    tally["present"] = held
+    tally["missing"] = {n: stored_rows - k for n, k in held.items() if stored_rows - k}
+    report = LoadReport(rows=stored_rows, columns=len(schema.columns),
+                        delimiter=head.delimiter, encoding=head.encoding,
+                        warnings=tuple(notes), **tally)
     final = dest / f"{version}.{schema_hash(schema)}"
     _write_meta(tmp, report)
+    (tmp / SCHEMA_FILE).write_text(json.dumps(schema.to_dict()), encoding="utf-8")
+    (tmp / SOURCE_FILE).write_text(json.dumps({"path": str(path.resolve()),
+                                               "version": version}), encoding="utf-8")
     try:
         tmp.rename(final)
     except OSError:  # another worker finished first: keep theirs
         shutil.rmtree(tmp, ignore_errors=True)
     return Ingested(final, version, schema, read_meta(final))
+
+
+def previous(dest: Path, path: Path, schema: Schema | None) -> Ingested | None:
+    """The newest complete ingestion of the file at ``path`` (any earlier version of it) under
+    ``schema`` (any schema when None), or None: what stays in place when a new version is
+    refused."""
+    want = str(Path(path).resolve())
+    found: list[tuple[float, Path, str]] = []
+    for meta in Path(dest).glob(f"*/{SOURCE_FILE}"):
+        try:
+            info = json.loads(meta.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        folder = meta.parent
+        if info.get("path") != want or not (folder / "ingest.json").exists():
+            continue
+        if schema is not None and not folder.name.endswith(f".{schema_hash(schema)}"):
+            continue
+        found.append((folder.stat().st_mtime, folder, str(info.get("version", ""))))
+    if not found:
+        return None
+    _, folder, version = max(found)
+    kept = schema if schema is not None else _parquet_schema(folder)
+    return None if kept is None else Ingested(folder, version, kept, read_meta(folder))
+
+
+def _parquet_schema(folder: Path) -> Schema | None:
+    try:
+        return Schema.from_dict(json.loads((folder / SCHEMA_FILE).read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def stored_counts(folder: Path, names: list[str] | tuple[str, ...]) -> tuple[int, dict[str, int]]:
+    """(rows, values present per column) of the Parquet parts in ``folder``, read back."""
+    con = duckdb.connect(config={"threads": 2})
+    try:
+        rel = con.read_parquet(str(Path(folder) / "*.parquet"))
+        cols = [f'count("{n.replace(chr(34), chr(34) * 2)}")' for n in names]
+        got = rel.aggregate(", ".join(["count(*)", *cols])).fetchall()[0]
+    finally:
+        con.close()
+    assert got is not None
+    return int(got[0]), {n: int(v) for n, v in zip(names, got[1:], strict=True)}
 
 
 def stored(dest: Path, version: str, schema: Schema) -> Ingested | None:
@@ -221,6 +280,11 @@ def frame_to_parquet(frame: pd.DataFrame, out: Path) -> Path:
     con = duckdb.connect()
     try:
         _write_part(con, frame.copy(), Path(out), None)
+        got = con.read_parquet(str(out)).aggregate(
+            ", ".join(["count(*)", *(f'count("{n}")' for n in frame.columns)])).fetchall()[0]
     finally:
         con.close()
+    assert got is not None
+    check_counts(present_counts(frame), dict(zip(map(str, frame.columns), got[1:], strict=True)),
+                 len(frame), int(got[0]), Path(out).name)
     return Path(out)

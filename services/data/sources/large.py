@@ -37,7 +37,7 @@ from services.data.errors import DatasetError
 from services.data.load_report import LoadReport
 from services.data.sources.base import ROW_CAP, DataSource
 from services.data.sources.duckdb_source import DuckDBSettings, DuckDBSource
-from services.data.sources.ingest import HASH_BLOCK, ingest_csv, stored
+from services.data.sources.ingest import HASH_BLOCK, ingest_csv, previous, stored
 from services.data.sources.sample import LazySample
 
 _version_lock = threading.Lock()
@@ -52,6 +52,7 @@ class LargeDataset:
     report: LoadReport
     source: DataSource
     sample: LazySample = field(repr=False)   # read on first use, never here
+    problem: str | None = None               # a newer version was refused; this one kept
 
 
 def cached_version(path: Path, cache_dir: Path) -> str:
@@ -83,12 +84,20 @@ def open_large_csv(path: Path, store: Path, dataset_id: str, schema: Schema | No
     """The file as a DuckDB source (ingested on first use) and its capped sample, unread."""
     version = cached_version(path, store)
     done = stored(store, version, schema) if schema is not None else None
+    problem = None
     if done is None:
-        done = ingest_csv(path, store, schema=schema, dataset_id=dataset_id)
+        try:
+            done = ingest_csv(path, store, schema=schema, dataset_id=dataset_id)
+        except DatasetError as exc:   # keep serving the last version that loaded whole
+            done = previous(store, path, schema)
+            if done is None:
+                raise
+            problem = (f"{exc} The version loaded before ({done.version}) is still the one "
+                       "shown.")
     source = DuckDBSource(done.glob, settings or DuckDBSettings(),
                           precompute_dir=done.parquet / "precomputed")
     return LargeDataset(done.version, done.schema, done.report, source,
-                        LazySample(source, done.schema.names, cap=ROW_CAP))
+                        LazySample(source, done.schema.names, cap=ROW_CAP), problem)
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,8 @@ class LargeDatasets:
             big.source.close()
             big = open_large_csv(path, self._large_store(), dataset_id,
                                  read_schema_file(override), self.duckdb_settings)
+        if big.problem:
+            self.problems.append(f"Configured dataset '{path}': {big.problem}")
         schema = replace(big.schema, dataset=dataset_id)
         ds = Dataset(dataset_id, schema.title or path.name, big.version, big.sample, schema,
                      _noted(big.report), source, path.name, data=big.source)
