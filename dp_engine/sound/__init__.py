@@ -40,10 +40,13 @@ from dp_engine.sound.mechanisms import (
     randomized_response,
 )
 from dp_engine.sound.pilot import (
+    CALIBRATION_PILOT_EPSILON,
+    CALIBRATION_SIZE_EPSILON,
     PILOT_EPSILON,
     GroupScales,
     group_size_epsilon,
     pilot_edges,
+    pooled_scales,
     public_group_sizes,
     scales_from_pilot,
     uniform_scales,
@@ -81,6 +84,8 @@ from dp_engine.sound.truth import (
 )
 
 __all__ = [
+    "CALIBRATION_PILOT_EPSILON",
+    "CALIBRATION_SIZE_EPSILON",
     "DEFAULT_CEILINGS",
     "PILOT_EPSILON",
     "WITHHELD_REASON",
@@ -97,6 +102,7 @@ __all__ = [
     "group_size_epsilon",
     "moment_sums",
     "pilot_edges",
+    "pooled_scales",
     "plan_groups",
     "plan_tiers",
     "public_group_sizes",

@@ -211,3 +211,109 @@ class _NoNoise(np.random.Generator):
     def standard_exponential(self, size=None, dtype=np.float64, method="zig", out=None):
         return np.zeros(size if size is not None else (), dtype=dtype)
 
+
+
+def epsilons_of(rel: Release) -> np.ndarray:
+    """ε per group of a release (NaN where withheld; one entry when ungrouped)."""
+    return _group_eps(rel, _n_groups(rel))
+
+
+def relabel(rel: Release, epsilon: Any) -> Release:
+    """``rel`` described at a new ε per group: each component's scale grows by ε_old/ε_new
+    and its ε share shrinks by the same ratio, as every sound mechanism's does (their noise
+    is k·Δ/ε per group). The noisy values are kept as they are: a template for ``insert``,
+    which draws new ones. Every group shown at the new ε must be shown in ``rel``."""
+    groups = _n_groups(rel)
+    old = _group_eps(rel, groups)
+    new = np.broadcast_to(np.asarray(epsilon, dtype=float).reshape(-1), (groups,))
+    new = np.where(new > 0, new, np.nan)
+    if np.any(np.isfinite(new) & ~np.isfinite(old)):
+        raise NotNestableError("A group the release withholds cannot be relabelled as shown.")
+    ratio = np.where(np.isfinite(new), old / np.where(np.isfinite(new), new, 1.0), np.nan)
+    scales = {n: np.broadcast_to(np.asarray(v, dtype=float).reshape(-1), (groups,)) * ratio
+              for n, v in rel.scales.items()}
+    params = dict(rel.params)
+    params["epsilon_by_group"] = [None if not np.isfinite(e) else float(e) for e in new]
+    params["epsilon_split"] = {
+        n: [None if not np.isfinite(v) else float(v) for v in
+            np.broadcast_to(np.asarray([np.nan if x is None else x for x in np.atleast_1d(s)],
+                                       dtype=float), (groups,)) / ratio]
+        for n, s in params.get("epsilon_split", {}).items()}
+    return Release(statistic=rel.statistic, value=rel.value,
+                   epsilon=float(np.nanmax(new)) if np.isfinite(new).any() else 0.0,
+                   mechanism=rel.mechanism, sensitivity=rel.sensitivity, params=params,
+                   noisy=rel.noisy, scales=scales, withheld=~np.isfinite(new))
+
+
+def combine(by_group: list[Release | None]) -> Release | None:
+    """One release whose group g is group g of ``by_group[g]`` (None: withheld there): the
+    neighbours of a new tier may be different stored tiers for different groups."""
+    present = [r for r in by_group if r is not None]
+    if not present:
+        return None
+    if all(r is present[0] for r in by_group):
+        return present[0]
+    groups = len(by_group)
+    first = present[0]
+    eps = np.full(groups, np.nan)
+    noisy = {n: np.full((groups, np.asarray(v, dtype=float).reshape(groups, -1).shape[1]),
+                        np.nan) for n, v in first.noisy.items()}
+    scales = {n: np.full(groups, np.nan) for n in first.scales}
+    for g, rel in enumerate(by_group):
+        if rel is None:
+            continue
+        eps[g] = _group_eps(rel, groups)[g]
+        for n in noisy:
+            noisy[n][g] = np.asarray(rel.noisy[n], dtype=float).reshape(groups, -1)[g]
+            scales[n][g] = np.broadcast_to(
+                np.asarray(rel.scales[n], dtype=float).reshape(-1), (groups,))[g]
+    params = dict(first.params)
+    params["epsilon_by_group"] = [None if not np.isfinite(e) else float(e) for e in eps]
+    shaped = {n: v.reshape(np.asarray(first.noisy[n]).shape) for n, v in noisy.items()}
+    return Release(statistic=first.statistic, value=first.value,
+                   epsilon=float(np.nanmax(eps)), mechanism=first.mechanism,
+                   sensitivity=first.sensitivity, params=params, noisy=shaped, scales=scales,
+                   withheld=~np.isfinite(eps))
+
+
+def neighbours(stored: Mapping[int, Release], tier: int, groups: int
+               ) -> tuple[list[Release | None], list[Release | None]]:
+    """Per group, the nearest stored less noisy and noisier tier that shows it (or None)."""
+    less: list[Release | None] = [None] * groups
+    more: list[Release | None] = [None] * groups
+    for order, out in ((sorted((t for t in stored if t < tier), reverse=True), less),
+                       (sorted(t for t in stored if t > tier), more)):
+        for t in order:
+            shown = np.isfinite(_group_eps(stored[t], groups))
+            for g in np.flatnonzero(shown):
+                if out[g] is None:
+                    out[g] = stored[t]
+    return less, more
+
+
+def needs_truth(stored: Mapping[int, Release], tier: int, epsilon: Any) -> bool:
+    """Whether drawing ``tier`` at ``epsilon`` reads the data: some group it shows has no
+    less noisy stored tier showing it (a fresh draw, or sharpening a noisier one)."""
+    eps = np.asarray(epsilon, dtype=float).reshape(-1)
+    less, _ = neighbours(stored, tier, eps.size)
+    return any(e > 0 and rel is None for e, rel in zip(eps, less, strict=True))
+
+
+def join(stored: Mapping[int, Release], tier: int, epsilon: Any, *,
+         template: Release | None = None, rng: RngLike = None) -> Release:
+    """The release of ``tier`` at ``epsilon`` (per group; 0/NaN: withheld) as a link of the
+    chain of ``stored`` tiers of the same query, group by group (module docstring).
+
+    ``template``: the release at ``epsilon`` drawn with ``no_noise()`` (its noisy values are
+    the truth); required when ``needs_truth``, optional otherwise."""
+    eps = np.asarray(epsilon, dtype=float).reshape(-1)
+    groups = eps.size
+    less, more = neighbours(stored, tier, groups)
+    if template is None:
+        base = combine([less[g] or more[g] for g in range(groups)])
+        if base is None:
+            raise NotNestableError("Nothing stored to draw this tier from: pass the truth.")
+        template = relabel(base, eps)
+    truth = template.noisy if needs_truth(stored, tier, eps) else None
+    return insert(template, less=combine(less), more=combine(more), truth=truth,
+                  rng=as_generator(rng))

@@ -37,6 +37,10 @@ from dp_engine.sound.validation import check_bounds
 
 PILOT_EPSILON = 0.5
 """ε of a pilot: per cell noise E|Z| ≈ 1.9 records, so groups of ~100+ keep their own shape."""
+CALIBRATION_SIZE_EPSILON = 0.25
+"""ε of one grouping's DP sizes when a dataset version is calibrated (E|Z| ≈ 10 records)."""
+CALIBRATION_PILOT_EPSILON = 0.1
+"""ε of one column's pooled pilot when a dataset version is calibrated."""
 PILOT_CELLS = 16
 PROXY_POINTS = 20_000
 SIZE_SMALLEST_GROUP = 50
@@ -182,3 +186,26 @@ def scales_from_pilot(pilot: Release, edges: np.ndarray, n_hat) -> GroupScales:
     lower, upper = float(edges[0]), float(edges[-1])
     return GroupScales(n, lower, upper, edges, shape,
                        f"DP pilot histogram at ε = {pilot.epsilon:g}, shrunk to the pooled shape")
+
+
+def pooled_scales(pilot: Release, edges: np.ndarray, n_hat) -> GroupScales:
+    """Public scales where every group takes the shape of one pooled (ungrouped) pilot.
+
+    The pilot's noisy counts lose the noise's expected positive part E[max(Z, 0)] before the
+    clamp at 0, so empty cells do not pile up spurious mass in the tails (which would widen
+    every spread). Post-processing of a DP release: public.
+    """
+    edges = np.asarray(edges, dtype=float)
+    counts = np.asarray(pilot.value, dtype=float).reshape(-1)
+    if counts.size != edges.size - 1:
+        raise DataTypeError("A pooled pilot has one row of counts on the given edges.")
+    t = float(np.asarray(pilot.scales["count"], dtype=float).reshape(-1)[0])
+    a = math.exp(-1.0 / t) if math.isfinite(t) and t > 0 else 0.0
+    positive = a / (1.0 - a * a)                      # E[max(Z, 0)] of discrete Laplace
+    counts = np.maximum(np.where(np.isfinite(counts), counts, 0.0) - positive, 0.0)
+    cells = counts.size
+    shape = counts / counts.sum() if counts.sum() > 0 else np.full(cells, 1.0 / cells)
+    n = np.maximum(np.atleast_1d(np.asarray(n_hat, dtype=float)), 0.0)
+    return GroupScales(n, float(edges[0]), float(edges[-1]), edges,
+                       np.tile(shape, (n.size, 1)),
+                       f"DP pooled pilot histogram at ε = {pilot.epsilon:g}")

@@ -10,14 +10,17 @@ release realizes); both fall as ε grows.
 * band (lo, hi) with lo > 0: ε_g centres the band on [M, E] in log scale (E·M = lo·hi), so
   both keep the same margin to its ends;
 * band (0, hi): ε_g gives E = ``LOW_BAND_TARGET``·hi (a margin for the public estimates);
-* if that ε_g exceeds the role's ceiling, the ceiling is used when E ≤ 0.9·hi and
-  M ≥ lo/0.9 still hold there (``CEILING_MARGIN``); otherwise the group is WITHHELD
-  (``WITHHELD_REASON``): it gets no draw and is never shown as a number;
+* relative errors are against the group's public scale (``spread.py``: counts against the
+  counts, a mean against the group's standard deviation, a box plot against its 90 % range);
+* if that ε_g exceeds the role's ceiling, the ceiling is used when E ≤ 0.9·hi still holds
+  there (``CEILING_MARGIN``); otherwise the group is WITHHELD (``WITHHELD_REASON``: too few
+  patients): it gets no draw and is never shown as a number;
+* never withheld for being too accurate: a group that would be more accurate than the band
+  gets a smaller ε, i.e. noise added up to the band (the ε search reaches ``EPS_FLOOR``);
 * a shown group must also be informative: E at most ``INFORMATIVE`` times the error of a
   release that reads (almost) no data (E at the grid's smallest ε). Quantile errors saturate
-  on a bounded range, so without this a band such as 10–20 % can be met by noise alone at
-  ε ≈ 0.001: a box drawn from a guess. ε_g is raised to the informative level (up to the
-  ceiling) and the group is withheld if that leaves the band.
+  on a bounded range, so ε_g is never lowered below the informative level, and a group that
+  cannot be informative under the ceiling is withheld (too few patients).
 
 ``plan_tiers`` plans the three tiers and nests them per group (ε⁰_g ≥ ε¹_g ≥ ε²_g), and
 ``TierPlan.materialize`` gives the ε per group of the least-noisy release the others refine.
@@ -51,20 +54,29 @@ from dp_engine.sound.releases import (
     release_counts,
     same_edges,
 )
+from dp_engine.sound.spread import band_levels, error_scale, relative
 
 STATISTICS = ("count", "histogram", "mean", "variance", "quantiles")
 DEFAULT_CEILINGS: Mapping[int, float] = {0: 8.0, 1: 2.0, 2: 1.0}
 """ε ceiling per view for noise factor 0 (owner), 1 (collaborator), 2 (third party)."""
 LOW_BAND_TARGET = 0.7
-INFORMATIVE = 0.5
+INFORMATIVE = 0.9
 """A shown group's expected error is at most this fraction of the data-free error."""
+FLOOR_MARGIN = 0.95
+"""ε is raised to where E is this fraction of the informative limit: the curves interpolate,
+so aiming exactly at the limit would leave half the groups just above it."""
 CEILING_MARGIN = 0.9
 """A group that reaches the band only at the ceiling must do so with this margin."""
 WITHHELD_REASON = "too few patients to show at this noise level"
-EPS_FLOOR = 1e-5
+"""The one reason a group is withheld: even at the role's per-view ceiling its error would
+be wider than the band (or no better than a guess from the public range)."""
+EPS_FLOOR = 1e-7
+QUANTILE_EPS_FLOOR = 1e-4
+"""The smallest ε searched: low enough that even a very large group can be given noise up
+to its band (so a group is never withheld, nor shown better than asked, for being large)."""
 POLISH_STEPS = 6
-GRID_POINTS = 48
-QUANTILE_GRID_POINTS = 14
+GRID_POINTS = 56
+QUANTILE_GRID_POINTS = 16
 QUANTILE_RUNS = 128
 BOX_QS = (0.05, 0.25, 0.5, 0.75, 0.95)
 
@@ -173,20 +185,24 @@ def error_curves(statistic: str, eps: np.ndarray, scales: GroupScales, *, bins: 
         sc, _, _ = moment_noise(lower, upper, eps, statistic, contribution)
         e_abs = moment_error(statistic, sc, lower, upper, mean_p, var_p, n)
         m_abs = moment_error(statistic, sc, lower, upper, mean_p, var_p, n, 0.5)
-        target = np.abs(mean_p) if statistic == "mean" else var_p
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return (e_abs, np.where(target > 0, 100.0 * e_abs / target, np.inf),
-                    np.where(target > 0, 100.0 * m_abs / target, np.inf))
+        target = error_scale(statistic, scales)[:, None]
+        return e_abs, relative(e_abs, target), relative(m_abs, target)
     if statistic == "quantiles":
+        spread = error_scale(statistic, scales)
+        box = band_levels(qs)
         err, rel, med = [], [], []
         for j in range(eps.shape[1]):         # the grid follows n̂_g·ε unless it is fixed
             c = candidates_for(scales.n_hat, FINE_CANDIDATES, method, eps[:, j]) \
                 if n_candidates is None else n_candidates
             e, r, m = expected_quantile_error(scales, eps[:, j], qs, contribution, method, c,
                                               runs=QUANTILE_RUNS)
-            err.append(e.mean(axis=-1))
-            rel.append(r)
-            med.append(m)
+            e_rel = relative(e[..., box].mean(axis=-1), spread)
+            # the model's median/mean ratio does not depend on the scale it is stated against
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratio = np.where(r > 0, m / np.where(r > 0, r, 1.0), 1.0)
+            err.append(e[..., box].mean(axis=-1))
+            rel.append(e_rel)
+            med.append(e_rel * ratio)
         return np.stack(err, axis=1), np.stack(rel, axis=1), np.stack(med, axis=1)
     raise UnknownQueryError(
         f"Unknown statistic {statistic!r}: choose one of {', '.join(STATISTICS)}."
@@ -238,12 +254,13 @@ def plan_groups(statistic: str, noise_factor: int, scales: GroupScales, *,
     g = scales.groups
     c = n_candidates
     points = QUANTILE_GRID_POINTS if statistic == "quantiles" else GRID_POINTS
-    grid = np.geomspace(EPS_FLOOR if statistic != "quantiles" else 1e-3, cap, points)
+    grid = np.geomspace(EPS_FLOOR if statistic != "quantiles" else QUANTILE_EPS_FLOOR, cap,
+                        points)
     eps_grid = np.broadcast_to(grid, (g, points)).copy()
     kwargs = dict(bins=bins, qs=qs, contribution=contribution, method=method, n_candidates=c)
     _, e_rel, m_rel = error_curves(statistic, eps_grid, scales, **kwargs)
     informative = INFORMATIVE * e_rel[:, 0]      # E of an (almost) data-free release
-    floor = _crossing(eps_grid, e_rel, informative)
+    floor = _crossing(eps_grid, e_rel, informative * FLOOR_MARGIN)
     floor = np.where(np.isfinite(floor), floor, np.inf)
     if lo > 0:
         target = _crossing(eps_grid, e_rel * m_rel, lo * hi)
@@ -251,8 +268,7 @@ def plan_groups(statistic: str, noise_factor: int, scales: GroupScales, *,
         target = _crossing(eps_grid, e_rel, LOW_BAND_TARGET * hi)
     target = np.maximum(target, floor)
     # the ceiling may still meet the band, with less margin
-    e_cap, m_cap = e_rel[:, -1], m_rel[:, -1]
-    meets_at_cap = (e_cap <= hi * CEILING_MARGIN) & (m_cap >= lo / CEILING_MARGIN)
+    meets_at_cap = e_rel[:, -1] <= hi * CEILING_MARGIN
     eps = np.where(np.isfinite(target), target, np.where(meets_at_cap, cap, np.nan))
     eps = np.where((eps > cap) | ~np.isfinite(eps), np.where(meets_at_cap, cap, np.nan), eps)
     eps = np.where(np.asarray(scales.n_hat) > 0, eps, np.nan)
@@ -271,8 +287,12 @@ def plan_groups(statistic: str, noise_factor: int, scales: GroupScales, *,
         at = np.maximum(at, np.minimum(floor, cap))
         eps = np.where(np.isfinite(eps), at, eps)
     e_at = e_rel_at[:, 0]
-    shown = np.isfinite(eps) & (e_at <= hi * (1 + 1e-9)) & (e_at >= lo * (1 - 1e-9)) \
-        & (e_at <= informative * (1 + 1e-9))
+    if statistic == "quantiles":    # data-free error on the grid the release will use
+        free = error_curves(statistic, np.full((g, 1), grid[0]), scales, **kwargs)[1][:, 0]
+        informative = np.minimum(informative, INFORMATIVE * free)
+    # never withheld for being too accurate: the polish above lowers ε (adds noise) towards
+    # the band, down to the informative floor; only too few patients withhold a group
+    shown = np.isfinite(eps) & (e_at <= hi * (1 + 1e-9)) & (e_at <= informative * (1 + 1e-9))
     eps = np.where(shown, eps, np.nan)
     reasons = tuple("" if s else WITHHELD_REASON for s in shown)
     return GroupPlan(statistic, int(noise_factor), (lo, hi), cap, eps, e_abs[:, 0],

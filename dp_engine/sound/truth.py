@@ -4,7 +4,7 @@ Counts, means and variances are exact (means and variances of the values snapped
 sums' lattice: within 2^-22 of the half range of the float statistics); quantiles are the
 grid quantiles: the smallest candidate at or below which (values snapped down to the grid)
 lie at least q·n records. Empty groups give NaN. Owner-only: these are not private-safe.
-Realized noise uses ``accuracy.relative_error``, the same definition as the band.
+Realized noise uses the same definition of relative error as the band (``spread.py``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,10 @@ import numpy as np
 from dp_engine.sound import quantile_mechanisms as qm
 from dp_engine.sound.accuracy import relative_error
 from dp_engine.sound.aggregates import CandidateCounts, CellCounts, MomentSums, lattice_plan
+from dp_engine.sound.pilot import uniform_scales
 from dp_engine.sound.release import Release
+from dp_engine.sound.releases.common import public_from_params
+from dp_engine.sound.spread import band_levels, error_scale, relative
 
 
 def true_counts(cells: CellCounts) -> np.ndarray:
@@ -54,9 +57,27 @@ def true_quantiles(cands: CandidateCounts, qs: Sequence[float]) -> np.ndarray:
 
 
 def realized_relative_error(release: Release, truth: np.ndarray) -> np.ndarray:
-    """Per group, the owner's realized noise in percent (NaN for withheld / empty groups)."""
+    """Per group, the owner's realized noise in percent (NaN for withheld / empty groups):
+    counts against the counts; a mean, variance or box plot against the same public scale
+    its band and stated error use (``spread.error_scale``)."""
     truth = np.asarray(truth, dtype=float)
     if release.statistic in ("mean", "variance"):
         truth = truth.reshape(-1, 1)
     est = np.asarray(release.value, dtype=float).reshape(truth.shape)
-    return 100.0 * relative_error(est, truth)
+    if release.statistic in ("count", "histogram"):
+        return 100.0 * relative_error(est, truth)
+    scale = public_scale(release, truth.shape[0])
+    held = band_levels(release.params["qs"]) if release.statistic == "quantiles" else \
+        np.ones(truth.shape[-1], dtype=bool)
+    return np.where(np.isfinite(truth).all(axis=-1),
+                    relative(np.abs(est - truth)[..., held].mean(axis=-1), scale), np.nan)
+
+
+def public_scale(release: Release, groups: int) -> np.ndarray:
+    """(groups,) the public scale a mean, variance or quantile release states errors against:
+    from its public sizes and pilot, else values spread evenly over its bounds."""
+    public = public_from_params(release.params)
+    if public is None:
+        lower, upper = (float(release.params["lower"]), float(release.params["upper"]))
+        public = uniform_scales(np.ones(groups), lower, upper)
+    return np.broadcast_to(error_scale(release.statistic, public), (groups,))

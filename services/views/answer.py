@@ -63,6 +63,8 @@ class ViewAnswer:
     group_expected_relative_error: list[float | None] = field(default_factory=list)
     withheld: list[bool] = field(default_factory=list)
     withheld_reason: list[str] = field(default_factory=list)
+    group_n_estimate: list[float | None] = field(default_factory=list)   # public DP sizes
+    error_scale: list[float | None] = field(default_factory=list)   # what relative errors are of
     error_definition: str = ""
     privacy_unit: str = "row"      # "patient" | "row"
     contribution: int = 1          # most rows of one patient used (k)

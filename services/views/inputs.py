@@ -1,23 +1,26 @@
-"""The public inputs a view's per-group ε is planned from: DP group sizes and a DP pilot.
+"""The public inputs a view's per-group ε is planned from: the dataset version's calibration.
 
-Both are internal releases (``InternalSpec``): released once per dataset version the first
-time a plan needs them, from the data source's aggregates, stored in the ledger's tier store
-and charged to the dataset-level loss only, never to a role (docs/accuracy.md section 2):
+Calibration is a fixed set of internal releases (``InternalSpec``), drawn once per dataset
+version — when the owner confirms the schema, or on the version's first use — from a
+reserved slice of the dataset's cap that the Data and Ledger pages state, and charged to the
+dataset's loss only, never to a role (docs/accounting.md). No view request ever draws one:
 
-* ``sizes:<group>`` — the DP group sizes of one grouping column (``release_group_sizes`` at
-  ``group_size_epsilon`` for the contribution bound k); ``sizes:`` is the ungrouped DP size n̂;
-* ``pilot:<column>|<group>`` — a DP histogram of a numeric column per group on the public
-  ``pilot_edges`` at ``PILOT_EPSILON``: each group's shape (mean, variance, quantiles).
+* ``sizes:<group>`` — the DP group sizes of every grouping column (``release_group_sizes``
+  at ``CALIBRATION_SIZE_EPSILON``); ``sizes:`` is the ungrouped DP size n̂;
+* ``pilot:<column>|`` — a pooled DP histogram of every numeric column on its public
+  ``pilot_edges`` at ``CALIBRATION_PILOT_EPSILON``: the column's shape (spread, quantiles),
+  which every group of a view takes.
 
 ``view_scales`` turns them into the ``GroupScales`` of one view (post-processing only), and
 ``planned_tiers`` plans the three tiers' per-group ε from them (cached per process, and a
 box plot's in the ledger for every worker, ``plan_store.py``: the plan is a pure function of
-public inputs, and a quantile plan takes seconds).
+public inputs).
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
@@ -35,6 +38,7 @@ from services.data.sources.resolve import aggregates
 from services.ledger.plan import InternalSpec, epsilon_max
 from services.views import plan_store
 from services.views.niced import niced
+from services.views.statistics import group_keys as keys_of
 
 SIZES = "sizes"
 PILOT = "pilot"
@@ -51,7 +55,7 @@ def size_key(group: str | None) -> str:
     return f"{SIZES}:{group or ''}"
 
 
-def pilot_key(column: str, group: str | None) -> str:
+def pilot_key(column: str, group: str | None = None) -> str:
     return f"{PILOT}:{column}|{group or ''}"
 
 
@@ -65,33 +69,56 @@ def pilot_grid(spec: ColumnSpec) -> np.ndarray:
     return pilot_edges(lower, upper, spec.bin_width)
 
 
-def size_spec(dataset: Any, group: str | None, group_keys: list[str]) -> InternalSpec:
+def size_spec(dataset: Any, group: str | None) -> InternalSpec:
     """DP records per group of ``group`` (all records when None), charged to the dataset."""
     schema: Schema = dataset.schema
-    k = schema.contribution_bound
+    group_keys = keys_of(schema.column(group) if group else None)
 
     def compute(eps, rng) -> Release:
         cells = aggregates(dataset, with_bound(AggregateQuery.count(schema, group), schema))
         return sound.release_group_sizes(cells, group_keys, epsilon=epsilon_max(eps), rng=rng)
 
-    return InternalSpec(size_key(group), sound.group_size_epsilon(contribution=k),
+    return InternalSpec(size_key(group), sound.CALIBRATION_SIZE_EPSILON,
                         "discrete Laplace count per group", compute=compute)
 
 
-def pilot_spec(dataset: Any, column: str, group: str | None,
-               group_keys: list[str]) -> InternalSpec:
-    """The DP pilot histogram of ``column`` per group on its public pilot grid."""
+def pilot_spec(dataset: Any, column: str) -> InternalSpec:
+    """The pooled DP pilot histogram of ``column`` on its public pilot grid."""
     schema: Schema = dataset.schema
     edges = pilot_grid(schema.column(column))
 
     def compute(eps, rng) -> Release:
-        query = replace(AggregateQuery.histogram(schema, column, group), categories=None,
+        query = replace(AggregateQuery.histogram(schema, column, None), categories=None,
                         edges=tuple(float(e) for e in edges))
         cells = aggregates(dataset, with_bound(query, schema))
-        return sound.release_pilot(cells, edges, group_keys, epsilon=epsilon_max(eps), rng=rng)
+        return sound.release_pilot(cells, edges, None, epsilon=epsilon_max(eps), rng=rng)
 
-    return InternalSpec(pilot_key(column, group), sound.PILOT_EPSILON,
-                        "discrete Laplace histogram per group (pilot)", compute=compute)
+    return InternalSpec(pilot_key(column), sound.CALIBRATION_PILOT_EPSILON,
+                        "discrete Laplace histogram (pooled pilot)", compute=compute)
+
+
+def grouping_columns(schema: Schema) -> list[str]:
+    """Every column a view may be grouped by (the Explore page's grouping list)."""
+    from services.views.queries import GROUPABLE_KINDS
+
+    return [c.name for c in schema.columns if c.kind in GROUPABLE_KINDS and c.queryable
+            and c.categories]
+
+
+def calibration_specs(dataset: Any) -> list[InternalSpec]:
+    """The whole calibration of a dataset version: sizes of every grouping (and of all
+    records), a pooled pilot of every numeric column with public bounds."""
+    schema: Schema = dataset.schema
+    specs = [size_spec(dataset, None)]
+    specs += [size_spec(dataset, g) for g in grouping_columns(schema)]
+    specs += [pilot_spec(dataset, c.name) for c in schema.columns
+              if has_pilot(c) and c.queryable]
+    return specs
+
+
+def calibration_epsilon(dataset: Any) -> float:
+    """The reserved slice of the dataset's cap its calibration takes (basic composition)."""
+    return math.fsum(s.epsilon for s in calibration_specs(dataset))
 
 
 def with_bound(query: AggregateQuery, schema: Schema) -> AggregateQuery:
@@ -99,25 +126,38 @@ def with_bound(query: AggregateQuery, schema: Schema) -> AggregateQuery:
     return query.bounded(schema.patient_column, schema.contribution_bound)
 
 
+def view_inputs(dataset: Any, x: str, group: str | None) -> tuple[InternalSpec, ...]:
+    """The calibration releases one view is planned from."""
+    specs = [size_spec(dataset, group)]
+    if group:
+        specs.append(size_spec(dataset, None))
+    x_spec = dataset.schema.column(x)
+    if has_pilot(x_spec):
+        specs.append(pilot_spec(dataset, x))
+    return tuple(specs)
+
+
 def view_scales(inputs: Mapping[str, Release], x_spec: ColumnSpec, group: str | None
                 ) -> GroupScales:
-    """Public scales of one view: n̂ per group and, for numeric columns, the pilot's shape.
+    """Public scales of one view: n̂ per group and, for numeric columns, the pooled shape.
 
     n̂ of the view's records: the group sizes times the share of records whose measured value
-    is present, estimated from the pilot's total over the sizes' total (both DP; missing
-    values are not counted by a view).
+    is present, estimated from the pooled pilot's total over the DP size of all records (both
+    DP; missing values are not counted by a view).
     """
     n_hat = sound.public_group_sizes(inputs[size_key(group)])
-    pilot = inputs.get(pilot_key(x_spec.name, group))
+    pilot = inputs.get(pilot_key(x_spec.name))
     if pilot is None:
         lower, upper = ((float(x_spec.lower), float(x_spec.upper)) if has_pilot(x_spec)
                         else (0.0, 1.0))
         return sound.uniform_scales(n_hat, lower, upper)
     edges = pilot_grid(x_spec)
     counts = np.maximum(np.nan_to_num(np.asarray(pilot.value, dtype=float)), 0.0)
-    total = float(n_hat.sum())
+    everyone = inputs.get(size_key(None))
+    total = float(np.sum(sound.public_group_sizes(everyone))) if everyone is not None \
+        else float(n_hat.sum())
     coverage = min(1.0, float(counts.sum()) / total) if total > 0 else 1.0
-    return sound.scales_from_pilot(pilot, edges, n_hat * coverage)
+    return sound.pooled_scales(pilot, edges, n_hat * coverage)
 
 
 class PlanPending(RuntimeError):

@@ -18,6 +18,7 @@ import numpy as np
 from dp_engine.bands import NOISE_LABELS
 from dp_engine.sound.plan import WITHHELD_REASON
 from dp_engine.sound.release import Release
+from dp_engine.sound.spread import error_scale
 from dp_engine.sound.truth import realized_relative_error
 from services.ledger.plan import ReleasePlan
 from services.views import statistics as st
@@ -27,9 +28,12 @@ if TYPE_CHECKING:
     from services.views.plans import ViewPlan
 
 ERROR_DEFINITION = (
-    "Relative error = the absolute error over the statistic's own size (each group's value "
-    "for a mean, variance or quantile; its mean cell count for a histogram). The same "
-    "definition sets the noise band, the expected errors shown and the owner's realized noise."
+    "Relative error = the absolute error over a public scale of the group: its mean count per "
+    "bin for a histogram, its standard deviation for a mean, its variance for a variance, and "
+    "its 90 % range (95th minus 5th percentile) for a box plot, whose median and quartiles "
+    "are held to the band (the whiskers are less precise: see their intervals). The scales "
+    "come from the dataset's public calibration, never from the data. The same definition "
+    "sets the noise band, the expected errors shown and the owner's realized noise."
 )
 
 
@@ -61,8 +65,7 @@ def _note(view: ViewPlan, withheld: np.ndarray) -> str:
     shown = int((~withheld).sum())
     what = "The view" if g == 1 else f"Each of the {shown} groups shown"
     text = (f"{what} got the ε that puts its expected error in the {label}, planned from "
-            "DP group sizes and a DP pilot (internal releases charged to the dataset, not to "
-            "your budget)")
+            "the dataset's public calibration (DP group sizes and a DP pilot of the column)")
     if g > 1:
         text += "; the view costs the largest group ε (the groups hold different patients)"
     if withheld.any():
@@ -112,9 +115,18 @@ def publish(view: ViewPlan, plan: ReleasePlan, rel: Release,
         calibration_note=_note(view, withheld),
         group_epsilon=_listed(eps), group_expected_error=_listed(err_abs),
         group_expected_relative_error=_listed(err_rel), withheld=[bool(w) for w in withheld],
+        group_n_estimate=_listed(np.round(view.scales.n_hat)) if view.scales is not None
+        else [], error_scale=_listed(error_scale_of(view)),
         withheld_reason=[WITHHELD_REASON if w else "" for w in withheld],
         error_definition=ERROR_DEFINITION, **fields,
     )
+
+
+def error_scale_of(view: ViewPlan) -> np.ndarray:
+    """Per group, the public scale its relative error is measured against (spread.py)."""
+    assert view.scales is not None
+    cells = len(view.cells) if view.statistic == "histogram" else 1
+    return error_scale(view.statistic, view.scales, cells=cells)
 
 
 def _realized(rel: Release, truth: np.ndarray, g: int) -> np.ndarray:

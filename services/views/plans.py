@@ -38,11 +38,9 @@ from services.views import per_group
 from services.views import statistics as st
 from services.views.answer import ViewAnswer
 from services.views.inputs import (
-    has_pilot,
     nested_epsilons,
-    pilot_spec,
     planned_tiers,
-    size_spec,
+    view_inputs,
     view_scales,
 )
 from services.views.queries import BOX_QS, VIEWS, RequestError, ViewRequest
@@ -105,10 +103,7 @@ class ViewPlan:
         self.privacy_unit = schema.privacy_unit
         self.key = ReleaseKey(str(dataset.id), str(dataset.version), req.query_key(schema),
                               req.tier, self.payer)
-        specs = [size_spec(dataset, req.group, self.group_keys)]
-        if self.uses_pilot():
-            specs.append(pilot_spec(dataset, req.x, req.group, self.group_keys))
-        self.inputs: tuple[InternalSpec, ...] = tuple(specs)
+        self.inputs: tuple[InternalSpec, ...] = view_inputs(dataset, req.x, req.group)
         self.scales: sound.GroupScales | None = None
         self.tiers: sound.TierPlan | None = None
         self.tier_eps: dict[int, np.ndarray] = {}
@@ -125,9 +120,6 @@ class ViewPlan:
 
     def cell_labels(self) -> list[str]:
         return [self.view]
-
-    def uses_pilot(self) -> bool:
-        return has_pilot(self.x_spec)
 
     def query(self) -> AggregateQuery:
         """The aggregate this view is released from (public schema facts only)."""
@@ -231,9 +223,6 @@ class HistogramPlan(ViewPlan):
 
     def cell_labels(self) -> list[str]:
         return st.histogram_bins(self.x_spec)[1]
-
-    def uses_pilot(self) -> bool:
-        return has_pilot(self.x_spec) and not st.categorical_histogram(self.x_spec)
 
     def bins(self) -> np.ndarray | list[str]:
         return st.histogram_bins(self.x_spec)[0]

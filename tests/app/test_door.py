@@ -96,7 +96,7 @@ def test_paper_mode_is_recorded_as_not_dp_and_charges_no_sound_budget(client, ex
 
 
 def test_an_owner_budget_of_half_never_blocks_a_collaborator(tmp_path):
-    app, services = _app(tmp_path, {"owner": 0.5}, Role.COLLABORATOR)
+    app, services = _app(tmp_path, {"owner": 0.5, "collaborator": 10}, Role.COLLABORATOR)
     client = app.server.test_client()
     for view, group in (("histogram", "PIRADS score"), ("mean", "PIRADS score"),
                         ("median", "Prostatitis"), ("variance", "none")):
@@ -209,9 +209,10 @@ def test_a_view_quote_reads_no_row_spends_nothing_and_matches_the_charge(tmp_pat
     carl = Identity("carl", Role.COLLABORATOR, True)
     req = ViewRequest("pirads", "histogram", "Age", "PIRADS score", "sound", Role.COLLABORATOR)
     first = service.quote(carl, req, dataset=_NoRows(ds))
-    # the DP group sizes and the pilot of (Age, PIRADS score) are not released yet
+    # the calibration it is planned from is not released yet: the DP sizes of PIRADS score
+    # and of all records, and the pooled pilot of Age
     assert first.plan is None
-    assert first.missing_inputs == ("sizes:PIRADS score", "pilot:Age|PIRADS score")
+    assert first.missing_inputs == ("sizes:PIRADS score", "sizes:", "pilot:Age|")
     assert service.public_size(ds) is None
     service.answer(carl, ViewRequest("pirads", "mean", "Age", "PIRADS score", "sound",
                                      Role.COLLABORATOR))              # releases both
@@ -223,17 +224,17 @@ def test_a_view_quote_reads_no_row_spends_nothing_and_matches_the_charge(tmp_pat
     assert ans.epsilon_charged == quote.cost == ans.epsilon
     assert ans.budget_spent == pytest.approx(before.role.spent + quote.cost)
     assert ans.dataset_loss == pytest.approx(before.dataset.loss + quote.loss_growth)
-    assert service.public_size(ds) is None               # the ungrouped n̂ is never needed
+    assert service.public_size(ds) > 0                   # the calibration's n̂ of all records
     assert ans.n_estimate > 0
     assert service.quote(carl, req, dataset=_NoRows(ds)).cached
     ledger.close()
 
 
 def test_the_panel_shows_a_per_user_limit_when_one_is_set(tmp_path):
-    app, services = _app(tmp_path, {"per_user": {"collaborator": 0.5}}, Role.COLLABORATOR,
+    app, services = _app(tmp_path, {"per_user": {"collaborator": 3}}, Role.COLLABORATOR,
                          "carl")
     reply = render(app.server.test_client(), role="collaborator", view="mean")
     spent = services.ledger.status(role=Role.COLLABORATOR, dataset_id="pirads", user="carl")
     assert (f"Shared by all collaborators: ε {fmt(spent.role.spent)} of 5 used; you used "
-            f"{fmt(spent.user.spent)} of your limit 0.5") in reply.panel_text
+            f"{fmt(spent.user.spent)} of your limit 3") in reply.panel_text
     assert json.dumps(reply.prop(ids.EX_MESSAGE)) == "null"

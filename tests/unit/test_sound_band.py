@@ -6,9 +6,12 @@ factor 0, 1, 2): every shown group's expected relative error lies in the role's 
 the median of its realized relative error (the one definition of ``accuracy``) over 200
 seeded releases lies in the band too.
 
-Each of 5 "worlds" draws what a data set version draws once — the DP group sizes, the DP
-pilot, hence the plan — and then 40 releases at the least-noisy (materialized) ε, refined to
-each role's ε as the service does: 200 releases per role in all, vectorized.
+Each of 5 "worlds" draws what a data set version's calibration draws once — the DP group
+sizes and the pooled DP pilot, hence the plan — and then 40 releases at the least-noisy
+(materialized) ε, refined to each role's ε as the service does: 200 releases per role in
+all, vectorized. Relative errors are the one definition of ``spread.py`` (counts against the
+counts, a mean against the group's public standard deviation, a box's median and quartiles
+against its public 90 % range).
 """
 
 from __future__ import annotations
@@ -26,22 +29,21 @@ from dp_engine.sound import (
     MomentSums,
     candidate_counts,
     cell_counts,
-    group_size_epsilon,
     moment_sums,
     pilot_edges,
     plan_tiers,
+    pooled_scales,
     public_group_sizes,
     realized_relative_error,
     refine,
     release_counts,
     release_moments,
     release_quantiles,
-    scales_from_pilot,
     true_counts,
     true_means,
     true_quantiles,
 )
-from dp_engine.sound.pilot import PILOT_EPSILON
+from dp_engine.sound.pilot import CALIBRATION_PILOT_EPSILON, CALIBRATION_SIZE_EPSILON
 from dp_engine.sound.plan import BOX_QS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,18 +63,17 @@ def cohort() -> pd.DataFrame:
 
 
 def public_scales(frame, column, keys, rng):
-    """What the service releases once per data set version: DP sizes and the DP pilot."""
+    """What the service's calibration releases once per data set version: DP sizes of the
+    grouping and the pooled DP pilot of Age (services/views/inputs.py)."""
     if column is None:
         sizes = CellCounts(np.array([[frame["Age"].notna().sum()]]))
-        groups = None
     else:
-        groups = frame[column]
-        sizes = CellCounts(cell_counts(groups.dropna(), keys).counts.T)
-    n_hat = public_group_sizes(release_counts(sizes, group_size_epsilon(), rng=rng,
+        sizes = CellCounts(cell_counts(frame[column].dropna(), keys).counts.T)
+    n_hat = public_group_sizes(release_counts(sizes, CALIBRATION_SIZE_EPSILON, rng=rng,
                                               statistic="count", group_keys=keys))
-    pilot = release_counts(cell_counts(frame["Age"], EDGES, groups=groups, group_keys=keys),
-                           PILOT_EPSILON, rng=rng, group_keys=keys)
-    return scales_from_pilot(pilot, EDGES, n_hat)
+    pilot = release_counts(cell_counts(frame["Age"], EDGES), CALIBRATION_PILOT_EPSILON,
+                           rng=rng)
+    return pooled_scales(pilot, EDGES, n_hat)
 
 
 def aggregates_and_truth(frame, statistic, column, keys):
@@ -88,20 +89,22 @@ def aggregates_and_truth(frame, statistic, column, keys):
     return agg, true_quantiles(agg, BOX_QS)
 
 
-def tiled_release(statistic, agg, eps, plan, rng):
-    """PER_WORLD releases of every group in one call (replicas as groups)."""
+def tiled_release(statistic, agg, eps, plan, scales, rng):
+    """PER_WORLD releases of every group in one call (replicas as groups), labelled with the
+    world's public scales as the service labels them."""
     n = PER_WORLD
     keys = list(range(n * eps.size))
     e = np.tile(eps, n)
+    public = scales.take(np.tile(np.arange(eps.size), n))
     if statistic == "histogram":
         return release_counts(CellCounts(np.tile(agg.counts, (n, 1))), e, rng=rng,
-                              group_keys=keys, bins=EDGES)
+                              group_keys=keys, bins=EDGES, public=public)
     if statistic == "mean":
         tiled = MomentSums(agg.lower, agg.upper, np.tile(agg.count, n), np.tile(agg.s1, n))
-        return release_moments(tiled, e, rng=rng, group_keys=keys)
+        return release_moments(tiled, e, rng=rng, group_keys=keys, public=public)
     tiled = CandidateCounts(agg.lower, agg.upper, agg.n_candidates, np.tile(agg.counts, (n, 1)))
     return release_quantiles(tiled, e, qs=BOX_QS, rng=rng, group_keys=keys,
-                             n_candidates=np.tile(plan.n_candidates, n))
+                             n_candidates=np.tile(plan.n_candidates, n), public=public)
 
 
 @pytest.mark.parametrize("preset", list(PRESETS))
@@ -114,7 +117,7 @@ def test_every_shown_group_meets_its_band(cohort, preset):
         rng = np.random.default_rng(9000 + world)
         scales = public_scales(cohort, column, keys, rng)
         tiers = plan_tiers(statistic, scales, bins=EDGES, qs=BOX_QS)
-        base = tiled_release(statistic, agg, tiers.materialize, tiers.tiers[0], rng)
+        base = tiled_release(statistic, agg, tiers.materialize, tiers.tiers[0], scales, rng)
         for t, plan in tiers.tiers.items():
             lo, hi = band(t)
             shown = plan.shown

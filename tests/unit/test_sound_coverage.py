@@ -31,19 +31,19 @@ from dp_engine.sound import (
     MomentSums,
     candidate_counts,
     cell_counts,
-    group_size_epsilon,
     moment_sums,
     pilot_edges,
     plan_groups,
+    pooled_scales,
     public_group_sizes,
     release_counts,
     release_moments,
     release_quantiles,
-    scales_from_pilot,
     true_means,
     true_quantiles,
     true_variances,
 )
+from dp_engine.sound.pilot import CALIBRATION_PILOT_EPSILON, CALIBRATION_SIZE_EPSILON
 
 R = 1_000
 QS = (0.05, 0.25, 0.5, 0.75, 0.95)
@@ -112,7 +112,10 @@ def check(statistic, table, eps, n_candidates=None, widths=True):
     err = value - truth
     spread = np.quantile(err, 0.975, axis=0) - np.quantile(err, 0.025, axis=0)   # (g, cells)
     width = (high - low).mean(axis=0)
-    ratio = np.mean(width / np.maximum(spread, 1e-12), axis=1)
+    # counts move in whole records: a spread below one record (almost every release exact,
+    # at the owner's large ε on a tiny group) is measured as one record
+    floor = 1.0 if statistic == "histogram" else 1e-12
+    ratio = np.mean(width / np.maximum(spread, floor), axis=1)
     for i in np.flatnonzero(shown):
         assert covered[i] >= 0.94, (statistic, table, keys[i], eps[i], covered[i])
         if widths:
@@ -129,15 +132,15 @@ def test_intervals_cover_at_a_fixed_epsilon(statistic, table):
 
 
 def role_plan(statistic, table, factor):
-    """The per-group ε a role would get, from a DP size count and a DP pilot (seeded)."""
+    """The per-group ε a role would get, from the calibration the service draws: DP group
+    sizes and a pooled DP pilot (seeded)."""
     x, g, keys, lower, upper, edges = TABLES[table]()
     rng = np.random.default_rng(77)
     sizes = cell_counts(np.zeros(len(g)), np.array([-1.0, 1.0]), groups=g, group_keys=keys)
-    n_hat = public_group_sizes(release_counts(sizes, group_size_epsilon(), rng=rng,
+    n_hat = public_group_sizes(release_counts(sizes, CALIBRATION_SIZE_EPSILON, rng=rng,
                                               statistic="count", group_keys=keys))
-    pilot = release_counts(cell_counts(x, edges, groups=g, group_keys=keys), 0.5, rng=rng,
-                           group_keys=keys)
-    scales = scales_from_pilot(pilot, edges, n_hat)
+    pilot = release_counts(cell_counts(x, edges), CALIBRATION_PILOT_EPSILON, rng=rng)
+    scales = pooled_scales(pilot, edges, n_hat)
     return plan_groups(statistic, factor, scales, bins=edges, qs=QS)
 
 

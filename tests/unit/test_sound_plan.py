@@ -136,11 +136,12 @@ def test_the_internal_releases_for_the_public_inputs():
 def test_a_shown_quantile_group_is_informative(noise_factor):
     """A box is never drawn from a guess: every shown group's expected error is at most
     INFORMATIVE × the error of a release that reads (almost) no data, and within the band."""
-    from dp_engine.sound.plan import INFORMATIVE, error_curves
+    from dp_engine.sound.plan import INFORMATIVE, QUANTILE_EPS_FLOOR, error_curves
 
     scales = normal_scales([20, 80, 300, 3000])
     plan = plan_groups("quantiles", noise_factor, scales, qs=(0.25, 0.5, 0.75))
-    free = error_curves("quantiles", np.full((4, 1), 1e-3), scales, qs=(0.25, 0.5, 0.75),
+    free = error_curves("quantiles", np.full((4, 1), QUANTILE_EPS_FLOOR), scales,
+                        qs=(0.25, 0.5, 0.75),
                         n_candidates=plan.n_candidates)[1][:, 0]
     lo, hi = band(noise_factor)
     shown = plan.shown

@@ -11,7 +11,7 @@ from dp_engine.errors import DataTypeError, UnknownQueryError
 from dp_engine.rng import RngLike, as_generator
 from dp_engine.sound.accuracy import laplace_sum, mean_error, variance_error
 from dp_engine.sound.aggregates import MomentSums, lattice_plan
-from dp_engine.sound.pilot import GroupScales
+from dp_engine.sound.pilot import GroupScales, uniform_scales
 from dp_engine.sound.release import Release
 from dp_engine.sound.releases.common import (
     BUILD_LEVEL,
@@ -27,6 +27,7 @@ from dp_engine.sound.releases.common import (
     total_epsilon,
     withheld_flags,
 )
+from dp_engine.sound.spread import SCALE_WORDS, error_scale
 
 
 def moment_components(statistic: str) -> tuple[str, ...]:
@@ -185,8 +186,8 @@ def _moment_expected(statistic, sc, grid, params, public, n_raw, lower, upper, v
     if public is not None:
         mean_p, var_p = public.mean(), public.variance()
         err = moment_error(statistic, sc, lower, upper, mean_p, var_p, public.n_hat)
-        target = np.abs(mean_p) if statistic == "mean" else var_p
-        return err, f"the public estimate of the {statistic} ({public.source})", target
+        return err, f"{SCALE_WORDS[statistic]} ({public.source})", \
+            error_scale(statistic, public)
     given = params.get("n_estimate")
     n = np.maximum(np.broadcast_to(n_raw if given is None else np.asarray(given, dtype=float),
                                    n_raw.shape), 1.0)
@@ -194,7 +195,8 @@ def _moment_expected(statistic, sc, grid, params, public, n_raw, lower, upper, v
         err = mean_error(width, sc["sum"], grid["sum"], sc["count"], n)
     else:
         err = variance_error(width, {k: v for k, v in sc.items()}, grid, n)
-    return err, f"this release's {statistic}", np.abs(value)
+    spread = error_scale(statistic, uniform_scales(np.ones(n.shape), lower, upper))
+    return err, f"{SCALE_WORDS[statistic]} (values spread evenly over the bounds)", spread
 
 
 def _moment_half_width(statistic, sc, lower, upper, offset, var_hat, n_raw):

@@ -21,6 +21,7 @@ from dp_engine.sound.accuracy import relative_error
 from dp_engine.sound.aggregates import CandidateCounts, coarsen
 from dp_engine.sound.pilot import GroupScales
 from dp_engine.sound.releases.common import FINE_CANDIDATES, SIM_RUNS, SIM_SEED
+from dp_engine.sound.spread import band_levels
 
 
 def uniform_quantile_error(width: float, n: Any, eps: Any, qs: Sequence[float], k: int,
@@ -139,7 +140,8 @@ def _simulate(public: GroupScales, eps: np.ndarray, qs: Sequence[float], k: int,
         est = np.where(got >= 0, est, np.nan).reshape(rows.size, kk, runs, m)
         tr = np.broadcast_to(truth[:, None, None, :], est.shape)
         err[rows] = np.abs(est - tr).mean(axis=2)
-        rel = 100.0 * relative_error(est, tr)
+        held = band_levels(qs)        # the levels the band holds (the box), spread.py
+        rel = 100.0 * relative_error(est[..., held], tr[..., held])
         rel_mean[rows] = rel.mean(axis=2)
         rel_median[rows] = np.median(rel, axis=2)
     if eps.ndim == 1:

@@ -19,7 +19,7 @@ from dp_engine.errors import DataTypeError, UnknownQueryError
 from dp_engine.rng import RngLike, as_generator
 from dp_engine.sound import quantile_mechanisms as qm
 from dp_engine.sound.aggregates import CandidateCounts, coarsen
-from dp_engine.sound.pilot import GroupScales
+from dp_engine.sound.pilot import GroupScales, uniform_scales
 from dp_engine.sound.release import Release
 from dp_engine.sound.releases.common import (
     LEVEL,
@@ -38,6 +38,7 @@ from dp_engine.sound.releases.quantile_error import (
     expected_quantile_error,
     uniform_quantile_error,
 )
+from dp_engine.sound.spread import band_levels, error_scale, relative
 from dp_engine.sound.validation import check_qs
 
 MAX_CDF_CANDIDATES = 1001
@@ -277,15 +278,16 @@ def _labels(params, eps_g, levels, cs, shape, lower, upper):
     k = int(params["contribution"])
     public = public_from_params(params)
     if public is not None:
-        err, rel, _ = expected_quantile_error(public, eps_g, levels, k, params["method"], cs)
+        err, _, _ = expected_quantile_error(public, eps_g, levels, k, params["method"], cs)
+        rel = relative(err[:, band_levels(levels)].mean(axis=1), error_scale("quantiles", public))
         return err, rel, "simulated on n̂ typical points of " + public.source
     if params.get("n_estimate") is not None:
         n_est = np.broadcast_to(np.asarray(params["n_estimate"], dtype=float), eps_g.shape)
         err = uniform_quantile_error(upper - lower, n_est, eps_g, levels, k, cs,
                                      params["method"])
-        mids = lower + (upper - lower) * np.asarray(levels)
-        rel = 100.0 * err.sum(axis=1) / np.abs(mids).sum()
-        return err, rel, "values spread evenly over [lower, upper], n = n_estimate"
+        spread = error_scale("quantiles", uniform_scales(n_est, lower, upper))
+        return err, relative(err[:, band_levels(levels)].mean(axis=1), spread), \
+            "values spread evenly over [lower, upper], n = n_estimate"
     return (np.full(shape, np.nan), np.full(shape[0], np.nan),
             "unknown without a public size")
 
