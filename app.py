@@ -24,7 +24,7 @@ from callbacks import login as login_routes
 from callbacks import publish as publish_callbacks
 from callbacks import shell as shell_callbacks
 from callbacks import studio as studio_callbacks
-from layouts import shell
+from layouts.components import shell
 from services.config import AppConfig
 from services.container import Services, build_services
 from services.identity.session import FAVICON_ENDPOINT, assert_bind_allowed, init_auth

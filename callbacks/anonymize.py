@@ -18,10 +18,10 @@ from dp_engine.anonymize import anonymize
 from dp_engine.errors import DPError
 from dp_engine.rng import RngLike
 from dp_engine.schema import ColumnRole
-from layouts import anonymize as page
 from layouts import ids
-from layouts.accessible import chart_table_children
-from layouts.anonymize_figures import before_after_scatter, empty_figure
+from layouts.anonymize import page
+from layouts.anonymize.figures import before_after_scatter, empty_figure
+from layouts.components.accessible import chart_table_children
 from services.container import Services
 from services.csv_safe import frame_csv
 from services.identity import access

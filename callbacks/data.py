@@ -19,8 +19,8 @@ from dash import Input, Output, State, ctx, html, no_update
 
 from dp_engine.errors import DPError, SchemaError
 from dp_engine.schema import ColumnKind, ColumnRole, ColumnSpec, Schema
-from layouts import data as page
 from layouts import ids
+from layouts.data import page
 from services.container import Services
 from services.data.limits import MAX_CATEGORIES
 from services.data.review import DataReview

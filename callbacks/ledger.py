@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from dash import Input, Output, State, dcc, no_update
 
 from layouts import ids
-from layouts import ledger as page
+from layouts.ledger import page
 from services.container import Services
 from services.identity import access
 

@@ -19,9 +19,9 @@ from dash import ALL, Input, Output, State, ctx, no_update
 
 from dp_engine.errors import DPError
 from layouts import ids
-from layouts import publish as layout
-from layouts.graph_config import GRAPH_CONFIG
-from layouts.publish_export import page_html
+from layouts.components.graph_config import GRAPH_CONFIG
+from layouts.publish import page as layout
+from layouts.publish.export import page_html
 from services.container import Services
 from services.identity import access
 from services.ledger import db as ledger_db

@@ -9,7 +9,11 @@ from dash import Input, Output, State
 
 from callbacks import publish, studio
 from callbacks.ledger import page_view as ledger_page
-from layouts import anonymize, data, explore, ids, shell
+from layouts import ids
+from layouts.anonymize import page as anonymize
+from layouts.components import shell
+from layouts.data import page as data
+from layouts.explore import page as explore
 from services.container import Services
 from services.identity import access
 from services.identity.roles import Role

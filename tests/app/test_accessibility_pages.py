@@ -14,9 +14,9 @@ import pytest
 from dash import dcc, html
 
 from callbacks.shell import page_for
-from layouts import accessible, shell
-from layouts.login import login_page
-from layouts.studio import dom_id
+from layouts.components import accessible, shell
+from layouts.login.page import login_page
+from layouts.studio.page import dom_id
 from services.identity.roles import Role
 from services.identity.users import add_user
 

@@ -14,8 +14,8 @@ from plotly.utils import PlotlyJSONEncoder
 
 from callbacks import anonymize as cb
 from dp_engine.schema import ColumnKind, ColumnRole, ColumnSpec, Schema
-from layouts import anonymize as page
 from layouts import ids
+from layouts.anonymize import page
 from services.data.registry import DatasetRegistry
 from services.identity.roles import Role
 from services.identity.session import Identity
@@ -288,7 +288,7 @@ def test_forged_store_on_axis_change_gets_a_message_not_a_crash(services):
 
 
 def test_scatter_uses_whole_number_ticks_for_scores_and_a_safe_palette():
-    from layouts.anonymize_figures import OKABE_ITO, before_after_scatter
+    from layouts.anonymize.figures import OKABE_ITO, before_after_scatter
 
     fig = before_after_scatter(
         "Age",

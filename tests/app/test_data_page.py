@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from plotly.utils import PlotlyJSONEncoder
 
 from callbacks import data as data_callbacks
-from layouts import data as data_page
 from layouts import ids
+from layouts.data import page as data_page
 from services.data.registry import DatasetRegistry
 from services.identity.roles import Role
 from services.identity.session import Identity

@@ -13,7 +13,7 @@ from plotly.utils import PlotlyJSONEncoder
 
 from callbacks import ledger as ledger_callbacks
 from layouts import ids
-from layouts import ledger as ledger_page
+from layouts.ledger import page as ledger_page
 from services.identity.roles import Role
 from services.identity.session import Identity
 from services.ledger.store import Ledger
@@ -92,7 +92,7 @@ def test_owner_page_lists_releases_totals_budgets_and_filters(services):
 
 
 def test_the_layout_only_draws_what_it_is_given():
-    """layouts/ledger.py receives data and never queries: an empty page needs no ledger."""
+    """layouts/ledger/page.py receives data and never queries: an empty page needs no ledger."""
     page = ledger_page.LedgerPage([], [], [], [], ledger_page.pd.DataFrame(
         columns=["user", "dataset_id", "releases", "epsilon", "dataset_loss", "unsound_epsilon",
                  "cache_hits", "first_release", "last_release"]), [], 0, [])

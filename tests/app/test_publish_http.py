@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from layouts import ids
-from layouts.figures import fmt
+from layouts.components.figures import fmt
 from services.data.sources.resolve import aggregates
 from services.identity.roles import Role
 from services.views.inputs import with_bound

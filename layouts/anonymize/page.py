@@ -14,8 +14,8 @@ from dash import dcc, html
 from dp_engine.anonymize import LABEL, AnonymizationResult
 from dp_engine.schema import ColumnKind, ColumnRole, Schema
 from layouts import ids
-from layouts.accessible import chart, field
-from layouts.anonymize_figures import empty_figure
+from layouts.anonymize.figures import empty_figure
+from layouts.components.accessible import chart, field
 from services.identity.roles import Role
 
 ANONYMIZABLE_KINDS = frozenset(

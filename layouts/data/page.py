@@ -12,7 +12,7 @@ from dash import dash_table, dcc, html
 
 from dp_engine.schema import ColumnKind, ColumnRole, Schema
 from layouts import ids
-from layouts.accessible import field, label_id
+from layouts.components.accessible import field, label_id
 from services.data.review import DataReview
 from services.identity.roles import Role
 

@@ -1,11 +1,12 @@
-"""Release page callbacks: identity from the server session, untrusted form values checked,
-then ``StudioService`` (which charges every run through the ledger's one door).
+"""Release studio (``/release``) callbacks: identity from the server session, untrusted form
+values checked, then ``StudioService`` (which charges every run through the ledger's one door).
 
 A per-record run is the owner's only: a non-owner is refused before anything runs; bad input
 comes back as a message next to its column and nothing is charged. A valid run is queued as a
 background job (``services.studio.jobs``); an Interval polls its progress and draws it when it
 is done. Downloads are read from the user's runs on the server by the job's token (the
-browser only holds that token). The synthetic copy's callbacks: ``callbacks.studio_synthetic``.
+browser only holds that token; ``callbacks.studio.jobs``). The synthetic copy's callbacks:
+``callbacks.studio.synthetic``.
 """
 
 from __future__ import annotations
@@ -16,13 +17,13 @@ from typing import Any
 
 from dash import ALL, Input, Output, State, ctx, no_update
 
-from callbacks import studio_synthetic
-from callbacks.studio_jobs import poll_view, send
+from callbacks.studio import synthetic as studio_synthetic
+from callbacks.studio.jobs import poll_view, send
 from dp_engine.errors import DPError
 from dp_engine.release import ColumnChoice, Sensitivity, Technique, Tolerances
 from dp_engine.release.techniques import ColumnProblemsError
 from layouts import ids
-from layouts import studio as layout
+from layouts.studio import page as layout
 from services.container import Services
 from services.identity import access
 from services.studio.service import GUARANTEE
