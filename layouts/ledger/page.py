@@ -45,11 +45,6 @@ class LedgerPage:
     internal: list[TierRecord]
 
 
-def refusal() -> dbc.Alert:
-    return dbc.Alert("The privacy ledger is for the data owner (the hospital) only.",
-                     color="warning")
-
-
 def _when(ts: datetime) -> str:
     return ts.strftime("%Y-%m-%d %H:%M:%S")
 

@@ -13,6 +13,7 @@ from dash import Dash, no_update
 from plotly.utils import PlotlyJSONEncoder
 
 from callbacks import anonymize as cb
+from callbacks.shell import page_for
 from dp_engine.schema import ColumnKind, ColumnRole, ColumnSpec, Schema
 from layouts import ids
 from layouts.anonymize import page
@@ -134,7 +135,7 @@ def test_owner_layout_has_controls_and_label(services):
     ],
 )
 def test_non_owners_get_a_refusal_and_no_data(services, identity):
-    out = text(page.layout(services.registry, identity))
+    out = text(page_for(services, identity, "/anonymize"))
     assert "owner" in out and ids.AN_RUN not in out
     services.identity = Session(identity)
     msg, report, fig, store, disabled = run(services)
