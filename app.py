@@ -24,7 +24,7 @@ from callbacks import login as login_routes
 from callbacks import publish as publish_callbacks
 from callbacks import shell as shell_callbacks
 from callbacks import studio as studio_callbacks
-from layouts import shell
+from layouts.components import shell
 from services.config import AppConfig
 from services.container import Services, build_services
 from services.identity.session import FAVICON_ENDPOINT, assert_bind_allowed, init_auth
@@ -65,10 +65,15 @@ def create_app(config: AppConfig | Mapping[str, Any] | None = None, *,
         index_string=INDEX_STRING,
         assets_folder=str(ROOT / "assets"),
         suppress_callback_exceptions=True,
+        use_pages=True,
+        pages_folder="",
+        include_pages_meta=False,
         update_title=None,
         meta_tags=[{"name": "viewport", "content": "width=device-width, initial-scale=1"}],
     )
     app.layout = shell.layout()
+    shell_callbacks.register_pages()
+    start_pages_router(app)
     install_page_titles(app)
     # headers, body limits and the session guard run before Dash's own hooks
     init_auth(app.server, cfg.as_mapping(), script_hashes=app.csp_hashes)
@@ -88,14 +93,26 @@ def register_callbacks(app: Dash, services: Services) -> None:
         page.register_callbacks(app, services)
 
 
+def start_pages_router(app: Dash) -> None:
+    """Add Dash Pages' router now rather than at the first request (Dash's default). Its
+    callbacks include an inline title script, and the Content-Security-Policy's script hashes
+    are fixed at the first response, which may be a refusal that never reaches Dash's hooks."""
+    hooks = [h for h in app.server.before_request_funcs.get(None, [])
+             if getattr(h, "__name__", "") == "router_sync"]
+    if len(hooks) != 1:
+        raise RuntimeError("Dash Pages' router hook was not found (a Dash upgrade?)")
+    with app.server.test_request_context("/"):
+        hooks[0]()
+
+
 def install_page_titles(app: Dash) -> None:
-    """The first HTML of every route carries that page's own title (a clientside callback in
-    ``callbacks.shell`` keeps it right after in-page navigation)."""
+    """The first HTML of every route carries that page's own title (Dash Pages keeps it right
+    after in-page navigation)."""
     interpolate = app.interpolate_index
 
     def _interpolate(**kwargs: Any) -> str:
         path = flask.request.path if flask.has_request_context() else "/"
-        return interpolate(**{**kwargs, "title": shell.page_title(path)})
+        return interpolate(**{**kwargs, "title": shell_callbacks.page_title(path)})
 
     app.interpolate_index = _interpolate  # type: ignore[method-assign]
 

@@ -2,7 +2,7 @@
  *
  * - Dash 4's dcc.Dropdown names its button by its value only and keeps a focusable helper
  *   input that is aria-hidden: the button is named "<label> <value>" from the
- *   <label for=...> that layouts/accessible.py puts beside it, takes Tab focus itself,
+ *   <label for=...> that layouts/components/accessible.py puts beside it, takes Tab focus itself,
  *   and the helper input is made inert.
  * - A label pointing at a container (dcc.Upload) names the input inside it.
  * - dash_table's dropdown cells (react-select): named by their column header and row; their

@@ -24,7 +24,7 @@ from bench.common import BENCH_DIR, header_markdown, load_average
 from dp_engine.errors import SchemaError
 from dp_engine.schema import ColumnSpec
 from layouts import ids
-from layouts.data import schema_rows
+from layouts.data.page import schema_rows
 from services.data.registry import SAMPLE_SCHEMA, read_schema_file
 from services.identity.users import add_user
 from tests.app.dash_http import callback_payload

@@ -25,9 +25,9 @@ from dp_engine.release.synthetic import plan_mst, synth_domain  # noqa: E402
 from dp_engine.release.techniques import default_technique  # noqa: E402
 from dp_engine.schema import ColumnSpec, Schema  # noqa: E402
 from services.studio.accounting import opendp_epsilon  # noqa: E402
+from services.studio.measures import measure  # noqa: E402
 from services.studio.model_check import model_check  # noqa: E402
 from services.studio.pgm import library_versions  # noqa: E402
-from services.studio.service import measure  # noqa: E402
 from services.studio.synthetic import make_copy, synthetic_metrics  # noqa: E402
 
 OUT = ROOT / "bench" / "RESULTS_studio.md"

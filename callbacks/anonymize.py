@@ -1,4 +1,4 @@
-"""Anonymize page callbacks — owner only, re-checked on every call.
+"""Anonymize page callbacks — owner only, re-checked on every call (``callbacks.guard``).
 
 Each callback is a thin ``handle_*`` function (testable without a browser) wrapped by
 ``register_callbacks``: authorize, validate, call ``dp_engine.anonymize``, build the report and
@@ -14,17 +14,18 @@ import numpy as np
 import pandas as pd
 from dash import Input, Output, State, ctx, dcc, no_update
 
+from callbacks import guard
 from dp_engine.anonymize import anonymize
 from dp_engine.errors import DPError
 from dp_engine.rng import RngLike
 from dp_engine.schema import ColumnRole
-from layouts import anonymize as page
 from layouts import ids
-from layouts.accessible import chart_table_children
-from layouts.anonymize_figures import before_after_scatter, empty_figure
+from layouts.anonymize import page
+from layouts.anonymize.figures import before_after_scatter, empty_figure
+from layouts.components.accessible import chart_table_children
 from services.container import Services
 from services.csv_safe import frame_csv
-from services.identity import access
+from services.identity.roles import Role
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +33,12 @@ MAX_PLOT_POINTS = 5000
 MAX_K = 100
 
 
-def _owner(services: Services) -> bool:
-    return access.is_owner(services.identity.current())
+def page_view(services: Services, identity, _path: str = "/anonymize"):
+    """The Anonymize page (the guard lets only the owner in)."""
+    return page.layout(services.registry, identity)
+
+
+PAGE = guard.Page("anonymize", "/anonymize", "Anonymize", Role.OWNER, page_view)
 
 
 def _names(value: Any) -> list[str]:
@@ -54,10 +59,9 @@ def _k(value: Any) -> int:
     return int(k)
 
 
+@guard.owner_only(([], [], [], []))
 def handle_dataset(services, dataset_id: Any) -> tuple:
     """Column options and defaults for the chosen dataset."""
-    if not _owner(services):
-        return ([], [], [], [])
     try:
         schema = services.registry.get(str(dataset_id)).schema
     except DPError:
@@ -71,10 +75,9 @@ def handle_dataset(services, dataset_id: Any) -> tuple:
     )
 
 
+@guard.owner_only(([], None, [], None))
 def handle_axes(services, dataset_id: Any, qis: Any, x: Any, y: Any) -> tuple:
     """Scatter axis choices follow the chosen quasi-identifiers (current choice kept)."""
-    if not _owner(services):
-        return ([], None, [], None)
     try:
         schema = services.registry.get(str(dataset_id)).schema
         opts = page.axis_options(schema, _names(qis))
@@ -157,12 +160,11 @@ def _run(services, dataset_id, qis, sensitive, k, method, mode, x, y, rng):
     return (done, page.report_view(result, labels), figure_from_store(store, x, y), store, False)
 
 
+@guard.owner_only(lambda: (guard.refusal(PAGE), None, empty_figure(), None, True))
 def handle_run(
     services, trigger, dataset_id, qis, sensitive, k, method, mode, x, y, store, rng: RngLike = None
 ) -> tuple:
     """(message, report, figure, store, download disabled) for one event."""
-    if not _owner(services):
-        return (page.refusal(), None, empty_figure(), None, True)
     try:
         if trigger in (ids.AN_SCATTER_X, ids.AN_SCATTER_Y):
             return (no_update, no_update, figure_from_store(store, x, y), no_update, no_update)
@@ -184,9 +186,10 @@ def handle_run(
         )
 
 
+@guard.owner_only(no_update)
 def handle_download(services, store: Any):
     """The anonymized CSV (rows shuffled, no group ids) as a dcc.Download payload."""
-    if not _owner(services) or not isinstance(store, dict) or not isinstance(store.get("csv"), str):
+    if not isinstance(store, dict) or not isinstance(store.get("csv"), str):
         return no_update
     name = str(store.get("filename") or "anonymized.csv")
     return dcc.send_string(store["csv"], name)
@@ -245,7 +248,7 @@ def register_callbacks(app, services: Services) -> None:
     )
     def _scatter_table(figure):
         """The scatter's data table, redrawn with it (the owner's own figure, as text)."""
-        return chart_table_children(figure if _owner(services) else None)
+        return chart_table_children(figure if guard.owner(services) else None)
 
     @app.callback(
         Output(ids.AN_DOWNLOAD, "data"),

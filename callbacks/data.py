@@ -1,4 +1,5 @@
-"""Data page callbacks: upload, select, edit and confirm a schema — owner only, checked per call.
+"""Data page callbacks: upload, select, edit and confirm a schema — owner only, checked per call
+(``callbacks.guard``).
 
 One callback serves the page so every outcome lands in the one message area. Every bad input
 (an unreadable upload, an invalid bound in the table, a forged dataset id) becomes a message;
@@ -17,14 +18,15 @@ from dataclasses import replace
 
 from dash import Input, Output, State, ctx, html, no_update
 
+from callbacks import guard
 from dp_engine.errors import DPError, SchemaError
 from dp_engine.schema import ColumnKind, ColumnRole, ColumnSpec, Schema
-from layouts import data as page
 from layouts import ids
+from layouts.data import page
 from services.container import Services
 from services.data.limits import MAX_CATEGORIES
 from services.data.review import DataReview
-from services.identity import access
+from services.identity.roles import Role
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +35,12 @@ N_OUTPUTS = 10
 OTHER = "other"
 
 
-def _is_owner(services: Services) -> bool:
-    return access.is_owner(services.identity.current())
+def page_view(services: Services, identity, _path: str = "/data"):
+    """The Data page (the guard lets only the owner in)."""
+    return page.layout(services.registry, identity)
+
+
+PAGE = guard.Page("data", "/data", "Data", Role.OWNER, page_view)
 
 
 def decode_upload(contents: object) -> bytes:
@@ -211,13 +217,12 @@ def _lines(lines: list[str]) -> html.Ul:
     return html.Ul([html.Li(x) for x in lines], className="mb-0")
 
 
+@guard.owner_only(lambda: (guard.refusal(PAGE), *([no_update] * (N_OUTPUTS - 1))))
 def handle(services, trigger, contents, filename, selected, rows, unit=None):
     """The page's response to one event: a tuple for the N_OUTPUTS outputs.
 
     ``unit`` is the patient controls' (column, k, k confirmed), or None to keep the schema's.
     """
-    if not _is_owner(services):
-        return (page.refusal(), *([no_update] * (N_OUTPUTS - 1)))
     try:
         if trigger == ids.DATA_UPLOAD:
             return _upload(services, contents, filename)

@@ -20,16 +20,18 @@ from typing import Any
 import dash_bootstrap_components as dbc
 from dash import ALL, Input, Output, ctx, dcc, html, no_update
 
+from callbacks.guard import Page
 from dp_engine.bands import NOISE_LABELS
 from dp_engine.errors import BudgetExceededError, DPError
 from layouts import ids
-from layouts import panel as panels
-from layouts import preview as previews
-from layouts.accessible import chart
-from layouts.explore import column_options, group_options
-from layouts.figures import build
-from layouts.my_releases import figure_tools, release_options
-from layouts.rendered import RenderCache
+from layouts.components.accessible import chart
+from layouts.components.figures import build
+from layouts.explore import page
+from layouts.explore import panel as panels
+from layouts.explore import preview as previews
+from layouts.explore.my_releases import figure_tools, release_options
+from layouts.explore.page import column_options, group_options
+from layouts.explore.rendered import RenderCache
 from services.container import Services
 from services.identity import access
 from services.identity.roles import Role
@@ -46,7 +48,15 @@ CONTROLS = ("view", "x", "group", "role", "mechanism", "compare")
 SCAN_LIMIT = 2000
 """Newest releases of a dataset scanned for the role's own (My releases, reopen, export)."""
 _RENDERED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-"""Each app's drawn stored releases (``layouts/rendered.py``), keyed by its ledger."""
+"""Each app's drawn stored releases (``layouts/explore/rendered.py``), keyed by its ledger."""
+
+
+def page_view(services: Services, identity, _path: str = "/"):
+    """The Explore page over the datasets ``identity`` may query."""
+    return page.layout(access.queryable(identity, services.registry.list()), identity)
+
+
+PAGE = Page("explore", "/", "Explore", Role.THIRD_PARTY, page_view)
 FAILED = ("This view could not be computed. Nothing was charged and your data and budget are "
           "unchanged; try another view or contact the data owner.")
 

@@ -1,4 +1,5 @@
-"""Ledger page callbacks: filter releases and totals, export CSV — owner only, checked per call."""
+"""Ledger page callbacks: filter releases and totals, export CSV — owner only, checked per call
+(``callbacks.guard``)."""
 
 from __future__ import annotations
 
@@ -6,14 +7,11 @@ from datetime import UTC, datetime
 
 from dash import Input, Output, State, dcc, no_update
 
+from callbacks import guard
 from layouts import ids
-from layouts import ledger as page
+from layouts.ledger import page
 from services.container import Services
-from services.identity import access
-
-
-def _is_owner(services: Services) -> bool:
-    return access.is_owner(services.identity.current())
+from services.identity.roles import Role
 
 
 def _clean(value) -> str | None:
@@ -21,10 +19,9 @@ def _clean(value) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def page_view(services: Services, identity):
-    """The whole ledger page for ``identity``: the data is read here, the layout only draws."""
-    if not access.is_owner(identity):
-        return page.refusal()
+def page_view(services: Services, identity, _path: str = "/ledger"):
+    """The whole ledger page (the guard lets only the owner in): the data is read here, the
+    layout only draws."""
     ledger = services.ledger
     return page.layout(page.LedgerPage(
         budgets=ledger.budgets(), datasets=ledger.dataset_statuses(), users=ledger.users(),
@@ -33,10 +30,12 @@ def page_view(services: Services, identity):
         internal=ledger.internal_releases(limit=page.MAX_ROWS)))
 
 
+PAGE = guard.Page("ledger", "/ledger", "Ledger", Role.OWNER, page_view)
+
+
+@guard.owner_only(lambda: (guard.refusal(PAGE), ""))
 def filtered_view(services: Services, user, dataset):
     """(releases table, totals table) for the filters; a refusal for anyone but the owner."""
-    if not _is_owner(services):
-        return page.refusal(), ""
     ledger = services.ledger
     user, dataset = _clean(user), _clean(dataset)
     releases = ledger.releases(user=user, dataset_id=dataset, limit=page.MAX_ROWS)
@@ -49,10 +48,9 @@ def filtered_view(services: Services, user, dataset):
     return page.releases_table(releases, total), page.totals_table(totals)
 
 
+@guard.owner_only(no_update)
 def export(services: Services, user, dataset):
     """The CSV download for the filters, or nothing for anyone but the owner."""
-    if not _is_owner(services):
-        return no_update
     user, dataset = _clean(user), _clean(dataset)
     csv_text = services.ledger.export_csv(user=user, dataset_id=dataset)
     parts = ["ledger", *(p for p in (dataset, user) if p),

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 import flask
 from flask import redirect, request, session
 
-from layouts.login import login_page
+from layouts.login.page import login_page
 from services.identity.session import (
     LOGIN_ENDPOINT,
     LOGOUT_ENDPOINT,

@@ -1,7 +1,8 @@
 """Publish page (owner) and published views (audience): authorize, validate, ask the service.
 
-The owner check runs on the server for every call (``PublishService`` refuses anyone else).
-A published page is rendered by the routing callback (one opening = one delivery per figure);
+The owner check runs on the server for every call (``callbacks.guard``; ``PublishService``
+refuses anyone else too). A published page is drawn by Dash Pages (one opening = one delivery
+per figure);
 its HTML export and JSON release reports are plain routes behind the same session guard.
 """
 
@@ -17,13 +18,14 @@ import dash_bootstrap_components as dbc
 import flask
 from dash import ALL, Input, Output, State, ctx, no_update
 
+from callbacks import guard
 from dp_engine.errors import DPError
 from layouts import ids
-from layouts import publish as layout
-from layouts.graph_config import GRAPH_CONFIG
-from layouts.publish_export import page_html
+from layouts.components.graph_config import GRAPH_CONFIG
+from layouts.publish import page as layout
+from layouts.publish.export import page_html
 from services.container import Services
-from services.identity import access
+from services.identity.roles import Role
 from services.ledger import db as ledger_db
 from services.publish.service import (
     EXPORT_CHANNEL,
@@ -44,11 +46,7 @@ def _alert(text: str, colour: str = "warning") -> dbc.Alert:
     return dbc.Alert(text, color=colour, className="py-2")
 
 
-# ---- pages rendered by the router ------------------------------------------------------------
-
-def is_view_path(path: str) -> bool:
-    return bool(VIEW_PATH.match(path))
-
+# ---- the two pages ---------------------------------------------------------------------------
 
 def view_for(services: Services, identity, path: str):
     """``/views/<slug>`` (or ``.../demo``) for ``identity``: the page, a closed notice for its
@@ -64,14 +62,18 @@ def view_for(services: Services, identity, path: str):
     return layout.view_page(opened, GRAPH_CONFIG)
 
 
-def publish_view(services: Services, identity):
-    """The owner's Publish page (a refusal for anyone else)."""
-    if not access.is_owner(identity):
-        return _alert(OWNER_ONLY)
+def publish_view(services: Services, identity, _path: str = "/publish"):
+    """The owner's Publish page (the guard lets only the owner in)."""
     datasets = [(d.id, d.title) for d in services.registry.list()]
     today = ledger_db.now().date()
     return layout.publish_page(datasets, services.publish.pages(identity),
                                today + timedelta(days=DEFAULT_DAYS))
+
+
+PAGE = guard.Page("publish", "/publish", "Publish", Role.OWNER, publish_view)
+VIEW_PAGE = guard.Page("view", "/views/<slug>", "Explore", Role.THIRD_PARTY, view_for, nav=False)
+"""A published page (and its demo): open to every role, its audience checked by the service;
+its document title is Explore's."""
 
 
 # ---- owner callbacks -------------------------------------------------------------------------
@@ -121,7 +123,7 @@ def register_callbacks(app, services: Services) -> None:
     @app.callback(Output(ids.PUB_SELECTED, "children"),
                   Input(ids.PUB_FIGURES, "value"), State(ids.PUB_FIGURES, "options"))
     def _selected(picked, options):
-        if not access.is_owner(services.identity.current()):
+        if guard.owner(services) is None:
             return None
         labels = {o.get("value"): o.get("label") for o in options or []
                   if isinstance(o, dict)}
@@ -148,8 +150,8 @@ def register_callbacks(app, services: Services) -> None:
                   Output(ids.PUB_CONFIRM, "disabled"),
                   Input(ids.PUB_QUOTE, "n_clicks"), *form, prevent_initial_call=True)
     def _quote(_n, dataset, title, audience, user, expires, picked, captions, orders):
-        identity = services.identity.current()
-        if not access.is_owner(identity):
+        identity = guard.owner(services)
+        if identity is None:
             return _alert(OWNER_ONLY), None, True
         try:
             draft = _draft(dataset, title, audience, user, expires, picked,
@@ -173,8 +175,8 @@ def register_callbacks(app, services: Services) -> None:
                   *form, State(ids.PUB_QUOTED, "data"), prevent_initial_call=True)
     def _act(_n, withdraw_clicks, dataset, title, audience, user, expires, picked, captions,
              orders, quoted):
-        identity = services.identity.current()
-        if not access.is_owner(identity):
+        identity = guard.owner(services)
+        if identity is None:
             return _alert(OWNER_ONLY), no_update, True
         trigger = ctx.triggered_id
         try:

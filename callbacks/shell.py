@@ -1,62 +1,96 @@
-"""Routing: render the page for the path, for the session's role only."""
+"""Routing: every page registered with Dash Pages and drawn through the one guard; the
+navigation bar and the session badge.
+
+Dash Pages' registry is global to the process while a process may hold several apps (tests
+build many): registering is idempotent, and a page's layout finds its own app's services
+when it is drawn (``flask.current_app``). Callbacks are registered per app.
+"""
 
 from __future__ import annotations
 
-import json
-import logging
+import functools
+import re
+from typing import Any
 
+import dash
+import flask
 from dash import Input, Output, State
 
-from callbacks import publish, studio
-from callbacks.ledger import page_view as ledger_page
-from layouts import anonymize, data, explore, ids, shell
+from callbacks import anonymize, data, explore, ledger, publish, studio
+from callbacks.guard import Page, allowed, open_page
+from layouts import ids
+from layouts.components import shell
 from services.container import Services
-from services.identity import access
-from services.identity.roles import Role
 from services.identity.session import logout_token
 
-log = logging.getLogger(__name__)
+PAGES: tuple[Page, ...] = (explore.PAGE, data.PAGE, ledger.PAGE, anonymize.PAGE, publish.PAGE,
+                           studio.PAGE)
+"""The pages of the navigation bar, in its order."""
+VIEW = publish.VIEW_PAGE
+UNKNOWN = Page("not_found_404", "/not-found", explore.PAGE.label, explore.PAGE.lowest,
+               explore.PAGE.render, nav=False)
+"""Any other path shows Explore (Dash Pages draws the page named ``not_found_404``)."""
+_BY_PATH = {p.path: p for p in PAGES}
+_VIEW_PATH = re.compile(r"^/views/.")
+
+
+def page_at(path: str | None) -> Page:
+    """The page Dash Pages draws at ``path``."""
+    path = (path or "/").rstrip("/") or "/"
+    if path in _BY_PATH:
+        return _BY_PATH[path]
+    return VIEW if _VIEW_PATH.match(path) else UNKNOWN
+
+
+def page_title(path: str | None) -> str:
+    """The document title at ``path`` (also the first HTML's, see ``app.install_page_titles``)."""
+    return page_at(path).title
+
+
+def page_titles() -> dict[str, str]:
+    """Every navigation page's title, by path."""
+    return {p.path: p.title for p in PAGES}
 
 
 def page_for(services: Services, identity, path: str):
-    """The page at ``path`` for ``identity``, or a refusal below the page's lowest role."""
-    role: Role = identity.role
-    if publish.is_view_path(path):   # a published page: its own access rules
-        return publish.view_for(services, identity, path)
-    label, lowest = shell.PAGES.get(path, shell.PAGES["/"])
-    if role.rank < lowest.rank:
-        return shell.forbidden(label)
-    if path == "/data":
-        return data.layout(services.registry, identity)
-    if path == "/ledger":
-        return ledger_page(services, identity)
-    if path == "/publish":
-        return publish.publish_view(services, identity)
-    if path == "/release":
-        return studio.studio_view(services, identity)
-    if path == "/anonymize":
-        return anonymize.layout(services.registry, identity)
-    return explore.layout(access.queryable(identity, services.registry.list()), identity)
+    """What ``identity`` sees at ``path``: the page, or the guard's refusal."""
+    return open_page(page_at(path), services, identity, path)
+
+
+def _requested_path(default: str) -> str:
+    """The path the router is drawing (Dash Pages passes the query string, not the path)."""
+    path = dash.callback_context.inputs.get(f"{ids.PAGE_LOCATION}.pathname")
+    return path if isinstance(path, str) else default
+
+
+def _layout(page: Page, **_query: Any):
+    """``page`` for the session of this request, drawn with its app's services."""
+    services: Services = flask.current_app.extensions["cohort"]
+    return open_page(page, services, services.identity.current(), _requested_path(page.path))
+
+
+def register_pages() -> None:
+    """Every page into Dash Pages' registry, with its URL (or URL template) and title."""
+    for order, page in enumerate((*PAGES, VIEW, UNKNOWN)):
+        templated = "<" in page.path
+        dash.register_page(f"callbacks.{page.name}", name=page.label, title=page.title,
+                           order=order, path=None if templated else page.path,
+                           path_template=page.path if templated else None,
+                           layout=functools.partial(_layout, page))
 
 
 def register_callbacks(app, services: Services) -> None:
     @app.callback(
-        Output(ids.PAGE, "children"), Output(ids.NAV, "children"),
-        Output(ids.SESSION_BADGE, "children"),
+        Output(ids.NAV, "children"), Output(ids.SESSION_BADGE, "children"),
         Input(ids.URL, "pathname"),
     )
-    def _route(pathname):
+    def _frame(pathname):
         identity = services.identity.current()
         path = pathname if isinstance(pathname, str) else "/"
-        return (page_for(services, identity, path), shell.nav_links(identity.role, path),
+        links = [(p.path, p.label) for p in PAGES if p.nav and allowed(p, identity)]
+        return (shell.nav_links(links, path),
                 shell.session_badge(identity.user, identity.role, logout_token()))
 
-    # Each route's own document title, also after in-page navigation (no reload).
-    app.clientside_callback(
-        "function (path) { const titles = " + json.dumps(shell.page_titles()) + ";"
-        " document.title = titles[path] || titles['/']; return ''; }",
-        Output(ids.TITLE_SINK, "children"), Input(ids.URL, "pathname"),
-    )
     # The navbar's menu button at phone width (state also told to screen readers).
     app.clientside_callback(
         "function (n, open) { const next = n ? !open : false;"

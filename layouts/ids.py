@@ -10,7 +10,9 @@ SESSION_BADGE = "session-badge"
 PRELOAD_GRAPH = "preload-graph"
 NAV_TOGGLE = "nav-toggle"
 NAV_COLLAPSE = "nav-collapse"
-TITLE_SINK = "title-sink"
+PAGE_LOCATION = "_pages_location"
+PAGE_CONTENT = "_pages_content"
+"""Dash Pages' own location and page body (inside ``PAGE``): its router writes each page there."""
 
 # --- Explore page ---
 EX_DATASET = "explore-dataset"

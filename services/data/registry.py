@@ -8,12 +8,10 @@ raises DatasetError and leaves every loaded dataset as it was.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -21,17 +19,16 @@ import pandas as pd
 from dp_engine.errors import DPError, SchemaError
 from dp_engine.schema import Schema
 from services.data.csv_loader import dataset_slug, load_csv
+from services.data.dataset import Dataset, Entry, content_version, write_json
 from services.data.errors import DatasetError, UnknownDatasetError
 from services.data.limits import MAX_COLUMNS, RARE_LEVEL_MIN
 from services.data.load_report import LoadReport
 from services.data.normalization import apply_schema
 from services.data.schema_files import read_schema_file, write_schema_file
 from services.data.schema_inference import PROPOSED_NOTE, propose_schema
-from services.data.sources.base import DataSource
 from services.data.sources.duckdb_source import DuckDBSettings
 from services.data.sources.large import WarehouseSpec
 from services.data.sources.registry_large import LargeDatasets
-from services.data.sources.sample import LazySample
 
 __all__ = [
     "SAMPLE_CSV", "SAMPLE_ID", "SAMPLE_SCHEMA", "Dataset", "DatasetError", "DatasetRegistry",
@@ -44,56 +41,6 @@ SAMPLE_CSV = SAMPLE_DIR / "pirads_cohort.csv"
 SAMPLE_SCHEMA = SAMPLE_DIR / "pirads_cohort.schema.json"
 SAMPLE_ID = "pirads"
 NO_LIMIT = 1 << 40  # configured files are the owner's own: no upload limit
-
-
-def content_version(content: bytes) -> str:
-    """First 16 hex digits of the SHA-256 of the raw bytes."""
-    return hashlib.sha256(content).hexdigest()[:16]
-
-
-@dataclass(frozen=True, eq=False)
-class Dataset:
-    """One loaded dataset: its rows (or a lazy sample), public schema and owner-only report.
-
-    ``table`` is the normalized frame of a small dataset, or for a large file or warehouse
-    table a ``LazySample`` read only when a row-based page asks for ``frame``. Compared by
-    identity (``eq=False``): a DataFrame has no single truth value.
-    """
-
-    id: str
-    title: str
-    version: str
-    table: pd.DataFrame | LazySample | None = field(repr=False)
-    schema: Schema
-    load_report: LoadReport
-    source: str = "upload"  # "sample", "config" or "upload"
-    filename: str = ""
-    data: DataSource | None = field(default=None, repr=False)  # large / warehouse: aggregates
-
-    @property
-    def frame(self) -> pd.DataFrame:
-        """The rows row-based pages use; a large dataset's capped sample is read here once."""
-        table = self.table
-        return table.get().frame if isinstance(table, LazySample) else table
-
-    @property
-    def row_count(self) -> int:
-        """Rows in the dataset (every row of a large one), without reading any."""
-        table = self.table
-        return self.load_report.rows if isinstance(table, LazySample) else len(table)
-
-    @property
-    def schema_version(self) -> str:
-        """Hash of the schema: answers computed under other bounds must not be reused."""
-        text = json.dumps(self.schema.to_dict(), sort_keys=True, default=str)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-@dataclass
-class _Entry:
-    dataset: Dataset
-    raw_path: Path          # where the bytes live (re-read when the schema changes)
-    schema_mtime: float | None = None
 
 
 class DatasetRegistry(LargeDatasets):
@@ -122,7 +69,7 @@ class DatasetRegistry(LargeDatasets):
         self._uploads = self.storage_dir / "uploads"
         self._schemas = self.storage_dir / "schemas"
         self._lock = threading.RLock()
-        self._entries: dict[str, _Entry] = {}
+        self._entries: dict[str, Entry] = {}
         if sample:
             self._add_file(SAMPLE_CSV, SAMPLE_ID, "sample", read_schema_file(SAMPLE_SCHEMA))
         for path in extra_paths:
@@ -176,9 +123,9 @@ class DatasetRegistry(LargeDatasets):
             raw_path.write_bytes(content)
             write_schema_file(self._schema_path(dataset_id, version), schema)
             meta = {"id": dataset_id, "title": filename, "filename": filename}
-            _write_json(self._uploads / f"{version}.json", meta)  # last: marks it complete
+            write_json(self._uploads / f"{version}.json", meta)  # last: marks it complete
             ds = Dataset(dataset_id, filename, version, frame, schema, report, "upload", filename)
-            self._entries[dataset_id] = _Entry(ds, raw_path, self._mtime(dataset_id, version))
+            self._entries[dataset_id] = Entry(ds, raw_path, self._mtime(dataset_id, version))
             return ds
 
     def update_schema(self, dataset_id: str, schema: Schema) -> Dataset:
@@ -224,7 +171,7 @@ class DatasetRegistry(LargeDatasets):
             return ds
 
     # --- internals -----------------------------------------------------------------
-    def _missing(self, dataset_id: str) -> _Entry:
+    def _missing(self, dataset_id: str) -> Entry:
         self.get(dataset_id)  # raises UnknownDatasetError with the list of ids
         raise AssertionError("unreachable")
 
@@ -237,7 +184,7 @@ class DatasetRegistry(LargeDatasets):
         except OSError:
             return None
 
-    def _store_schema(self, entry: _Entry, ds: Dataset) -> None:
+    def _store_schema(self, entry: Entry, ds: Dataset) -> None:
         write_schema_file(self._schema_path(ds.id, ds.version), ds.schema)
         entry.dataset = ds
         entry.schema_mtime = self._mtime(ds.id, ds.version)
@@ -251,7 +198,7 @@ class DatasetRegistry(LargeDatasets):
         return load_csv(content, filename=filename, schema=schema, max_bytes=max_bytes,
                         max_columns=self.max_columns, rare_level_min=self.rare_level_min)
 
-    def _reload(self, entry: _Entry, schema: Schema) -> Dataset:
+    def _reload(self, entry: Entry, schema: Schema) -> Dataset:
         ds = entry.dataset
         if ds.data is not None:
             return self._reload_large(entry, schema)
@@ -284,7 +231,7 @@ class DatasetRegistry(LargeDatasets):
         schema = replace(schema, dataset=dataset_id)
         title = schema.title or path.name
         ds = Dataset(dataset_id, title, version, frame, schema, report, source, path.name)
-        self._entries[dataset_id] = _Entry(ds, path, self._mtime(dataset_id, version))
+        self._entries[dataset_id] = Entry(ds, path, self._mtime(dataset_id, version))
 
     def _add_configured(self, path: Path) -> None:
         sidecar = path.with_name(f"{path.stem}.schema.json")
@@ -331,7 +278,7 @@ class DatasetRegistry(LargeDatasets):
             return  # half-written by another worker; picked up on a later call
         ds = Dataset(meta["id"], meta["title"], version, frame, schema, report, "upload",
                      meta["filename"])
-        self._entries[ds.id] = _Entry(ds, raw_path, self._mtime(ds.id, version))
+        self._entries[ds.id] = Entry(ds, raw_path, self._mtime(ds.id, version))
 
 
 def _mtime_or_zero(path: Path) -> float:
@@ -339,12 +286,6 @@ def _mtime_or_zero(path: Path) -> float:
         return path.stat().st_mtime
     except OSError:
         return 0.0
-
-
-def _write_json(path: Path, data: dict) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2), encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def _read_parquet(path: Path) -> pd.DataFrame:

@@ -25,6 +25,14 @@ def is_owner(identity: _Identity) -> bool:
     return bool(getattr(identity, "authenticated", False)) and identity.role is Role.OWNER
 
 
+def may_open(identity: _Identity, lowest: Role) -> bool:
+    """May ``identity`` open a page whose lowest role is ``lowest``? Owner pages need the
+    authenticated owner (``is_owner``); the others any role at least as high."""
+    if lowest is Role.OWNER:
+        return is_owner(identity)
+    return identity.role.rank >= lowest.rank
+
+
 def may_query(identity: _Identity, dataset: Any) -> bool:
     """Non-owners may only query a dataset whose public schema the owner has confirmed."""
     return identity.role is Role.OWNER or bool(dataset.schema.confirmed)

@@ -1,4 +1,5 @@
-"""A finished per-record run as the Release page shows and downloads it: plain JSON.
+"""A finished per-record run (``StudioRun``) as the Release page shows and downloads it: plain
+JSON.
 
 ``record_result`` adds to a charged run its model check, figure summaries and release report
 (all post-processing: nothing is charged again) and returns them as one JSON-able dict, which
@@ -9,18 +10,41 @@ original.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from dp_engine.errors import DPError
+from dp_engine.release import RecordCopy, TableMetrics
+from dp_engine.schema import Schema
+from services.ledger.records import Served
 from services.studio.model_check import binary_targets, model_check
 from services.studio.report import report
 from services.studio.summaries import run_summaries
 
 if TYPE_CHECKING:
     from dp_engine.release import TuneResult
-    from services.studio.service import StudioRun
+
+
+@dataclass
+class StudioRun:
+    """One charged per-record run: the copy, its metrics, what the ledger recorded."""
+
+    run_id: str
+    dataset_id: str
+    dataset_title: str
+    schema: Schema
+    copy: RecordCopy
+    metrics: TableMetrics
+    served: Served
+    answer: Mapping[str, Any]
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def record_epsilon(self) -> float:
+        return self.copy.record_epsilon
 
 
 def run_model(original: pd.DataFrame, run: StudioRun,

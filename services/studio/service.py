@@ -14,24 +14,20 @@ import hashlib
 import json
 import tempfile
 import uuid
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from dp_engine.errors import DPError
 from dp_engine.release import (
     ColumnChoice,
-    RecordCopy,
     TableMetrics,
     Tolerances,
     TuneResult,
     auto_tune,
     per_record_copy,
-    table_metrics,
 )
 from dp_engine.release.techniques import (
     ColumnProblemsError,
@@ -41,22 +37,22 @@ from dp_engine.release.techniques import (
     sensitivity_of,
 )
 from dp_engine.rng import as_generator
-from dp_engine.schema import NUMERIC_KINDS, ColumnKind, Schema
+from dp_engine.schema import Schema
 from dp_engine.sound.release import Release
 from services.identity import access
 from services.identity.roles import Role
 from services.ledger.plan import ReleaseKey, ReleasePlan
-from services.ledger.records import Served
 from services.ledger.store import Ledger
 from services.studio import jobs, pgm
-from services.studio.outcomes import record_result, run_model, trail_result
+from services.studio.measures import measure, metrics_dict
+from services.studio.outcomes import StudioRun, record_result, run_model, trail_result
 from services.studio.report import dp_csv
 from services.studio.store import RunStore
+from services.studio.synthetic import SyntheticResult, SyntheticStudio
 from services.studio.synthetic_outcome import comparison, same_total_choices, synthetic_result
 
 if TYPE_CHECKING:
     from services.studio.model_check import ModelCheck
-    from services.studio.synthetic import SyntheticResult
 
 MECHANISM = "Studio per-record copy (local DP, not central DP)"
 CHANNEL = "studio"
@@ -71,38 +67,6 @@ GUARANTEE = (
     "outside the role budgets). Bounded Laplace uses the corrected scale (ε-DP); masked text "
     "keeps no length; columns kept as is are not private at all."
 )
-
-
-def metric_kind(schema: Schema, choice: ColumnChoice) -> str:
-    """How a released column is measured: "numeric", "categorical" or "text"."""
-    t = choice.technique
-    if t.numeric:
-        return "numeric"
-    if t.categorical:
-        return "categorical"
-    if t is Technique.KEEP:
-        spec = schema.column(choice.name)
-        if spec.kind is ColumnKind.BOOLEAN or spec.kind is ColumnKind.CATEGORICAL:
-            return "categorical"
-        if spec.kind in NUMERIC_KINDS and spec.has_bounds:
-            return "numeric"
-    return "text"
-
-
-def categories_of(schema: Schema, name: str) -> tuple:
-    spec = schema.column(name)
-    if spec.kind is ColumnKind.BOOLEAN and not spec.categories:
-        return (False, True)
-    return tuple(spec.categories or ())
-
-
-def measure(original: pd.DataFrame, copy: pd.DataFrame, schema: Schema,
-            choices: Sequence[ColumnChoice]) -> TableMetrics:
-    """Every metric of the released columns (owner only: reads the original)."""
-    released = [c for c in choices if c.name in copy.columns]
-    kinds = {c.name: metric_kind(schema, c) for c in released}
-    cats = {c.name: categories_of(schema, c.name) for c in released}
-    return table_metrics(original, copy, kinds, categories=cats)
 
 
 def choices_digest(choices: Sequence[ColumnChoice]) -> str:
@@ -126,25 +90,6 @@ def choices_table(schema: Schema, choices: Sequence[ColumnChoice]) -> list[dict[
     return rows
 
 
-@dataclass
-class StudioRun:
-    """One charged per-record run: the copy, its metrics, what the ledger recorded."""
-
-    run_id: str
-    dataset_id: str
-    dataset_title: str
-    schema: Schema
-    copy: RecordCopy
-    metrics: TableMetrics
-    served: Served
-    answer: Mapping[str, Any]
-    extra: dict = field(default_factory=dict)
-
-    @property
-    def record_epsilon(self) -> float:
-        return self.copy.record_epsilon
-
-
 class StudioService:
     """Runs the studio's releases through the ledger (owner only for per-record copies)."""
 
@@ -165,8 +110,6 @@ class StudioService:
                    columns: Sequence[str] | None = None) -> SyntheticResult:
         """A central-DP synthetic copy at total ε: any signed-in role, charged to its budget
         (see ``services.studio.synthetic``)."""
-        from services.studio.synthetic import SyntheticStudio
-
         studio = SyntheticStudio(self.registry, self.ledger, self._rng,
                                  iters=self.synthetic_iters)
         return studio.synthesize(identity, dataset_id, epsilon, columns=columns)
@@ -174,8 +117,6 @@ class StudioService:
     def synthetic_model_check(self, identity, result: SyntheticResult,
                               target: str) -> ModelCheck:
         """Model check of a synthetic copy against held-out original rows (owner only)."""
-        from services.studio.synthetic import SyntheticStudio
-
         return SyntheticStudio(self.registry, self.ledger, self._rng).model_check(
             identity, result, target)
 
@@ -282,8 +223,6 @@ class StudioService:
         """Check a synthetic-copy request and queue it (any signed-in role); returns the
         job's token. For the owner the job adds the metrics, the model check on ``target``
         and, with ``compare``, a per-record copy at the same total ε (charged as such)."""
-        from services.studio.synthetic import SyntheticStudio
-
         studio = SyntheticStudio(self.registry, self.ledger, self._rng,
                                  iters=self.synthetic_iters)
         ds, eps, _domain, _plan = studio.check(identity, dataset_id, epsilon, columns)
@@ -339,13 +278,3 @@ class StudioService:
         if not getattr(identity, "authenticated", False):
             return None
         return self.store.csv(identity.user, token)
-
-
-def metrics_dict(m: TableMetrics) -> dict[str, Any]:
-    """Metrics as JSON-able data (owner only: they compare with the original)."""
-    return {"columns": {k: v.to_dict() for k, v in m.columns.items()},
-            "overall": {name: m.overall(name) for name in
-                        ("privacy_match", "digimatch", "privacy_error")},
-            "corr_names": list(m.corr_names), "corr_original": m.corr_original.tolist(),
-            "corr_dp": m.corr_dp.tolist(), "corr_max_diff": m.corr_max_diff,
-            "corr_mean_diff": m.corr_mean_diff}

@@ -14,7 +14,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -40,10 +40,9 @@ from services.ledger.plan import ReleaseKey, ReleasePlan
 from services.ledger.records import Served
 from services.studio import pgm
 from services.studio.accounting import opendp_epsilon
-from services.studio.service import categories_of
-
-if TYPE_CHECKING:
-    from services.studio.model_check import ModelCheck
+from services.studio.measures import categories_of, metrics_dict
+from services.studio.model_check import ModelCheck, binary_targets
+from services.studio.model_check import model_check as check_model
 
 MECHANISM = "Studio synthetic copy (MST, central DP, add/remove-one)"
 CHANNEL = "studio"
@@ -95,8 +94,6 @@ class SyntheticResult:
     def summary(self, model: ModelCheck | None = None) -> dict[str, Any]:
         """For the release report's ``synthetic`` part: the public answer, and the owner's
         metrics and model check when there are any."""
-        from services.studio.service import metrics_dict
-
         out = dict(self.answer)
         out["ledger_release_id"] = self.served.release_id
         out["metrics"] = metrics_dict(self.metrics) if self.metrics is not None else None
@@ -106,8 +103,6 @@ class SyntheticResult:
     @property
     def targets(self) -> list[str]:
         """Columns the model check can predict (booleans and two-category columns)."""
-        from services.studio.model_check import binary_targets
-
         return binary_targets(self.schema, list(self.frame.columns))
 
 
@@ -228,10 +223,8 @@ class SyntheticStudio:
                           "only.")
         if target not in result.targets:
             raise DPError(f"'{target}' cannot be predicted: choose a yes/no column.")
-        from services.studio.model_check import model_check
-
         ds = self.registry.get(result.dataset_id)
-        return model_check(ds.frame, result.frame, ds.schema, target, paired=False)
+        return check_model(ds.frame, result.frame, ds.schema, target, paired=False)
 
     @staticmethod
     def _edge_names(m: Measurements) -> tuple[tuple[str, str], ...]:

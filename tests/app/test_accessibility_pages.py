@@ -4,7 +4,6 @@ control labelled and every chart followed by its data table, in every page's lay
 from __future__ import annotations
 
 import base64
-import json
 import re
 
 import dash_bootstrap_components as dbc
@@ -13,10 +12,10 @@ import plotly.graph_objects as go
 import pytest
 from dash import dcc, html
 
-from callbacks.shell import page_for
-from layouts import accessible, shell
-from layouts.login import login_page
-from layouts.studio import dom_id
+from callbacks.shell import page_for, page_titles
+from layouts.components import accessible, shell
+from layouts.login.page import login_page
+from layouts.studio.page import dom_id
 from services.identity.roles import Role
 from services.identity.users import add_user
 
@@ -32,22 +31,24 @@ def _title(body: str) -> str:
 
 def test_every_route_is_english_with_its_own_title(client):
     titles = {}
-    for path in shell.PAGES:
+    for path in page_titles():
         body = client.get(path, headers={"Accept": "text/html"}).get_data(as_text=True)
         assert '<html lang="en">' in body
         assert '<link rel="icon" type="image/svg+xml" href="/favicon.svg">' in body
         titles[path] = _title(body)
-    assert titles == shell.page_titles()
-    assert len(set(titles.values())) == len(shell.PAGES)
+    assert titles == page_titles()
+    assert len(set(titles.values())) == len(page_titles())
     assert all(t.endswith(shell.PRODUCT) for t in titles.values())
 
 
 def test_in_page_navigation_sets_the_same_titles(explore_app):
-    """The clientside title callback carries exactly the server's map."""
-    scripts = [c for c in explore_app._inline_scripts if "document.title" in c]
-    assert len(scripts) == 1
-    for title in shell.page_titles().values():
-        assert json.dumps(title) in scripts[0]
+    """Dash Pages sets the document title after in-page navigation from its registry: the
+    registry carries exactly the server's titles."""
+    import dash
+
+    registered = {p["path"]: p["title"] for p in dash.page_registry.values()}
+    for path, title in page_titles().items():
+        assert registered[path] == title
 
 
 @pytest.fixture
@@ -89,7 +90,7 @@ def _owner_pages(services) -> dict[str, object]:
     from tests.app.conftest import SessionAs
 
     owner = SessionAs(Role.OWNER).current()
-    pages = {path: page_for(services, owner, path) for path in shell.PAGES}
+    pages = {path: page_for(services, owner, path) for path in page_titles()}
     return {"shell": shell.layout(), **pages}
 
 

@@ -13,9 +13,10 @@ from dash import Dash, no_update
 from plotly.utils import PlotlyJSONEncoder
 
 from callbacks import anonymize as cb
+from callbacks.shell import page_for
 from dp_engine.schema import ColumnKind, ColumnRole, ColumnSpec, Schema
-from layouts import anonymize as page
 from layouts import ids
+from layouts.anonymize import page
 from services.data.registry import DatasetRegistry
 from services.identity.roles import Role
 from services.identity.session import Identity
@@ -134,7 +135,7 @@ def test_owner_layout_has_controls_and_label(services):
     ],
 )
 def test_non_owners_get_a_refusal_and_no_data(services, identity):
-    out = text(page.layout(services.registry, identity))
+    out = text(page_for(services, identity, "/anonymize"))
     assert "owner" in out and ids.AN_RUN not in out
     services.identity = Session(identity)
     msg, report, fig, store, disabled = run(services)
@@ -288,7 +289,7 @@ def test_forged_store_on_axis_change_gets_a_message_not_a_crash(services):
 
 
 def test_scatter_uses_whole_number_ticks_for_scores_and_a_safe_palette():
-    from layouts.anonymize_figures import OKABE_ITO, before_after_scatter
+    from layouts.anonymize.figures import OKABE_ITO, before_after_scatter
 
     fig = before_after_scatter(
         "Age",

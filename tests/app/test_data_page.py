@@ -12,8 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from plotly.utils import PlotlyJSONEncoder
 
 from callbacks import data as data_callbacks
-from layouts import data as data_page
+from callbacks.shell import page_for
 from layouts import ids
+from layouts.data import page as data_page
 from services.data.registry import DatasetRegistry
 from services.identity.roles import Role
 from services.identity.session import Identity
@@ -63,7 +64,7 @@ def test_owner_layout_shows_upload_list_schema_and_confirm(services):
     Identity("anonymous", Role.OWNER, False),
 ])
 def test_layout_refuses_non_owners(services, identity):
-    text = _text(data_page.layout(services.registry, identity))
+    text = _text(page_for(services, identity, "/data"))
     assert "owner" in text and ids.DATA_TABLE not in text and "Anonym_ID" not in text
 
 

@@ -16,8 +16,8 @@ import pytest
 from sklearn.datasets import load_diabetes
 
 from callbacks import data as data_callbacks
-from layouts import data as data_page
 from layouts import ids
+from layouts.data import page as data_page
 from services.data.limits import MAX_CATEGORIES
 from services.data.registry import DatasetRegistry
 from services.identity.roles import Role

@@ -12,7 +12,7 @@ from sqlalchemy import event
 
 from dp_engine.errors import DPError
 from layouts import ids
-from layouts.figures import fmt
+from layouts.components.figures import fmt
 from services.data.registry import DatasetRegistry
 from services.identity.roles import Role
 from services.identity.session import Identity

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from layouts import ids
-from layouts.figures import fmt
+from layouts.components.figures import fmt
 from services.identity.roles import Role
 from tests.app.explore_client import PRICED, post, preset, preview, price, render, reopen
 

@@ -21,7 +21,7 @@ from callbacks import ledger as ledger_cb
 from callbacks.explore import export
 from dp_engine.schema import ColumnKind, ColumnRole, ColumnSpec, Schema
 from layouts import ids
-from layouts.graph_config import GRAPH_CONFIG, OFF_MACHINE_BUTTONS
+from layouts.components.graph_config import GRAPH_CONFIG, OFF_MACHINE_BUTTONS
 from services.csv_safe import cell, frame_csv, is_safe, rows_csv
 from services.identity.roles import Role
 from tests.app.conftest import SessionAs
@@ -143,12 +143,12 @@ def _safe_config(config) -> bool:
     return config == GRAPH_CONFIG or (isinstance(config, dict) and config.get("staticPlot"))
 
 
-PASSED_IN = {"publish.py"}
+PASSED_IN = {"layouts/publish/page.py"}
 """Layouts whose graphs take their config from the caller (callbacks/publish.py)."""
 
 
 def test_every_graph_in_the_source_uses_the_shared_config():
-    sources = [p for d in ("layouts", "callbacks") for p in (ROOT / d).glob("*.py")]
+    sources = [p for d in ("layouts", "callbacks") for p in (ROOT / d).rglob("*.py")]
     calls = 0
     for path in sources:
         text = path.read_text()
@@ -156,10 +156,10 @@ def test_every_graph_in_the_source_uses_the_shared_config():
             call = text[match.start(): text.find("\n\n", match.start())]
             calls += 1
             assert ("config=GRAPH_CONFIG" in call or '"staticPlot": True' in call
-                    or (path.name in PASSED_IN and "config" in call)), path
+                    or (path.relative_to(ROOT).as_posix() in PASSED_IN and "config" in call)), path
     assert calls >= 3
     publish = (ROOT / "callbacks" / "publish.py").read_text()
-    assert "from layouts.graph_config import GRAPH_CONFIG" in publish
+    assert "from layouts.components.graph_config import GRAPH_CONFIG" in publish
     for builder in ("demo_deck", "view_page", "page_html"):
         assert re.search(rf"{builder}\(opened, GRAPH_CONFIG\)", publish), builder
 
@@ -168,8 +168,9 @@ def test_every_graph_the_app_sends_uses_the_shared_config(explore_app, client, s
     import json
 
     from app import services_of
-    from layouts import anonymize, shell
-    from layouts import explore as explore_page
+    from layouts.anonymize import page as anonymize
+    from layouts.components import shell
+    from layouts.explore import page as explore_page
 
     services = services_of(explore_app)
     owner = session.current()

@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 from layouts import ids
-from layouts.data import schema_rows
+from layouts.data.page import schema_rows
 from services.data.registry import SAMPLE_SCHEMA, read_schema_file
 from services.identity.users import add_user
 from tests.app.dash_http import callback_payload

@@ -17,9 +17,9 @@ import pytest
 from app import create_app
 from callbacks import anonymize as anonymize_cb
 from dp_engine.schema import ColumnRole
-from layouts import anonymize as anonymize_page
 from layouts import ids
-from layouts.data import overview
+from layouts.anonymize import page as anonymize_page
+from layouts.data.page import overview
 from services.data.registry import SAMPLE_CSV, SAMPLE_SCHEMA, DatasetRegistry
 from services.data.sources.duckdb_source import DuckDBSource
 from services.data.sources.ingest import frame_to_parquet

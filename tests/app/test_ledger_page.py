@@ -12,8 +12,9 @@ from dash import Dash, html
 from plotly.utils import PlotlyJSONEncoder
 
 from callbacks import ledger as ledger_callbacks
+from callbacks.shell import page_for
 from layouts import ids
-from layouts import ledger as ledger_page
+from layouts.ledger import page as ledger_page
 from services.identity.roles import Role
 from services.identity.session import Identity
 from services.ledger.store import Ledger
@@ -92,7 +93,7 @@ def test_owner_page_lists_releases_totals_budgets_and_filters(services):
 
 
 def test_the_layout_only_draws_what_it_is_given():
-    """layouts/ledger.py receives data and never queries: an empty page needs no ledger."""
+    """layouts/ledger/page.py receives data and never queries: an empty page needs no ledger."""
     page = ledger_page.LedgerPage([], [], [], [], ledger_page.pd.DataFrame(
         columns=["user", "dataset_id", "releases", "epsilon", "dataset_loss", "unsound_epsilon",
                  "cache_hits", "first_release", "last_release"]), [], 0, [])
@@ -102,13 +103,13 @@ def test_the_layout_only_draws_what_it_is_given():
 
 @pytest.mark.parametrize("role", [Role.COLLABORATOR, Role.THIRD_PARTY])
 def test_non_owner_page_is_a_refusal_without_data(services, role):
-    text = _text(ledger_callbacks.page_view(services, Identity("carl", role, True)))
+    text = _text(page_for(services, Identity("carl", role, True), "/ledger"))
     assert "data owner" in text
     assert "mean:psa" not in text and "tina" not in text and ids.LEDGER_EXPORT not in text
 
 
 def test_unauthenticated_owner_identity_is_refused(services):
-    text = _text(ledger_callbacks.page_view(services, Identity("anonymous", Role.OWNER, False)))
+    text = _text(page_for(services, Identity("anonymous", Role.OWNER, False), "/ledger"))
     assert "data owner" in text and "count:age" not in text
 
 

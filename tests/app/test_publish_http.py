@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from layouts import ids
-from layouts.figures import fmt
+from layouts.components.figures import fmt
 from services.data.sources.resolve import aggregates
 from services.identity.roles import Role
 from services.views.inputs import with_bound
@@ -35,9 +35,10 @@ def _post(client, output_id: str, values: dict, changed: tuple[str, str]):
 
 
 def _open(client, path: str) -> dict:
-    resp = _post(client, ids.PAGE, {(ids.URL, "pathname"): path}, (ids.URL, "pathname"))
+    resp = _post(client, ids.PAGE_CONTENT, {(ids.PAGE_LOCATION, "pathname"): path},
+                 (ids.PAGE_LOCATION, "pathname"))
     assert resp.status_code == 200
-    return resp.json["response"][ids.PAGE]["children"]
+    return resp.json["response"][ids.PAGE_CONTENT]["children"]
 
 
 def _publish(client, services, audience: str = "third_party", user: str | None = None) -> str:

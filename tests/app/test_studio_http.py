@@ -109,8 +109,8 @@ def test_non_owner_is_refused_and_nothing_is_charged(client, services, session):
     text = json.dumps(resp.json)
     assert "data owner" in text and ids.ST_RESULTS not in resp.json["response"]
     assert services.ledger.count_releases() == 0
-    page = _post(client, ids.PAGE, {(ids.URL, "pathname"): "/release"},
-                 (ids.URL, "pathname")).json["response"][ids.PAGE]["children"]
+    page = _post(client, ids.PAGE_CONTENT, {(ids.PAGE_LOCATION, "pathname"): "/release"},
+                 (ids.PAGE_LOCATION, "pathname")).json["response"][ids.PAGE_CONTENT]["children"]
     assert ids.ST_RUN not in json.dumps(page) and "Synthetic copy" in json.dumps(page)
 
 
@@ -130,8 +130,9 @@ def test_bad_input_shows_the_column_message_and_charges_nothing(client, services
 
 
 def test_a_run_charges_once_and_its_downloads_are_the_owners(client, services, session):
-    page = json.dumps(_post(client, ids.PAGE, {(ids.URL, "pathname"): "/release"},
-                            (ids.URL, "pathname")).json["response"][ids.PAGE])
+    page = json.dumps(_post(client, ids.PAGE_CONTENT,
+                            {(ids.PAGE_LOCATION, "pathname"): "/release"},
+                            (ids.PAGE_LOCATION, "pathname")).json["response"][ids.PAGE_CONTENT])
     assert ids.ST_RUN in page and page.count(ids.ST_COLMSG) == 16 and "NOT central" in page
     resp = _run(client)
     run_id = resp.json["response"][ids.ST_LAST]["data"]

@@ -21,8 +21,8 @@ import pytest
 from dp_engine.bands import band
 from dp_engine.schema import ColumnKind, ColumnSpec, Schema
 from layouts import ids
-from layouts.figures import build, fmt
-from layouts.panel import panel
+from layouts.components.figures import build, fmt
+from layouts.explore.panel import panel
 from services.data.registry import DatasetRegistry
 from services.data.sources.duckdb_source import DuckDBSource
 from services.data.sources.ingest import frame_to_parquet

@@ -16,8 +16,8 @@ import pytest
 from dash.testing.wait import until
 from selenium.webdriver.common.by import By
 
+from callbacks.shell import page_title
 from layouts import ids
-from layouts.shell import page_title
 from services.identity.users import add_user
 from tests.e2e.test_explore_browser import GRAPH, _free_port
 

@@ -15,7 +15,7 @@ import pytest
 from dash.testing.wait import until
 
 from layouts import ids
-from layouts.figures import fmt
+from layouts.components.figures import fmt
 from services.identity.roles import Role
 from tests.e2e.test_explore_browser import (
     DOCS,

@@ -7,7 +7,7 @@ import json
 import plotly.graph_objects as go
 import pytest
 
-from layouts.figures import build
+from layouts.components.figures import build
 from services.views.answer import ViewAnswer
 from services.views.plans import PLANS
 

@@ -7,7 +7,7 @@ import json
 from dash import html
 from plotly.io.json import to_json_plotly
 
-from layouts.rendered import RenderCache, plain
+from layouts.explore.rendered import RenderCache, plain
 
 
 def test_plain_is_the_json_dash_sends():

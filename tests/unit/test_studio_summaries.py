@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from dp_engine.schema import ColumnSpec, Schema
-from layouts import studio_figures as figs
+from layouts.studio import figures as figs
 from services.studio.summaries import numeric_summary, run_summaries
 
 SCHEMA = Schema("t", (ColumnSpec("age", "numeric", lower=0, upper=10, bin_width=5),

@@ -15,8 +15,11 @@ from typing import Any
 
 from dp_engine.errors import DPError
 from dp_engine.schema import Schema
+from services.data.csv_loader import dataset_slug, mb
+from services.data.dataset import Dataset, Entry, write_json
+from services.data.errors import DatasetError
 from services.data.load_report import LoadReport
-from services.data.schema_files import read_schema_file
+from services.data.schema_files import read_schema_file, write_schema_file
 from services.data.sources.base import ROW_CAP
 from services.data.sources.duckdb_source import DuckDBSettings
 from services.data.sources.large import WarehouseSpec, open_large_csv
@@ -46,8 +49,6 @@ class LargeDatasets:
 
     def _add_large(self, path: Path, dataset_id: str, source: str,
                    schema: Schema | None) -> None:
-        from services.data.registry import Dataset, _Entry
-
         big = open_large_csv(path, self._large_store(), dataset_id, schema, self.duckdb_settings)
         override = self._schema_path(dataset_id, big.version)  # type: ignore[attr-defined]
         if override.exists() and read_schema_file(override) != big.schema:
@@ -59,15 +60,10 @@ class LargeDatasets:
         schema = replace(big.schema, dataset=dataset_id)
         ds = Dataset(dataset_id, schema.title or path.name, big.version, big.sample, schema,
                      _noted(big.report), source, path.name, data=big.source)
-        self._entries[dataset_id] = _Entry(ds, path, self._mtime(dataset_id, big.version))  # type: ignore[attr-defined]
+        self._entries[dataset_id] = Entry(ds, path, self._mtime(dataset_id, big.version))  # type: ignore[attr-defined]
 
     def _add_large_upload(self, filename: str, content: bytes, version: str) -> Any:
         """A large upload: raw bytes stored, streamed into Parquet, schema proposed."""
-        from services.data.csv_loader import dataset_slug, mb
-        from services.data.errors import DatasetError
-        from services.data.registry import _write_json
-        from services.data.schema_files import write_schema_file
-
         limit = self.max_upload_bytes  # type: ignore[attr-defined]
         if len(content) > limit:
             raise DatasetError(
@@ -82,22 +78,20 @@ class LargeDatasets:
                              self.duckdb_settings)
         schema = replace(big.schema, dataset=dataset_id, title=filename)
         write_schema_file(self._schema_path(dataset_id, version), schema)  # type: ignore[attr-defined]
-        _write_json(uploads / f"{version}.json",
-                    {"id": dataset_id, "title": filename, "filename": filename})
+        write_json(uploads / f"{version}.json",
+                   {"id": dataset_id, "title": filename, "filename": filename})
         return self._add_large_stored({"id": dataset_id, "title": filename,
                                        "filename": filename}, raw_path, schema, big)
 
     def _add_large_stored(self, meta: dict, raw_path: Path, schema: Schema,
                           big: Any = None) -> Any:
         """A stored large upload (this worker's or another's) as a DuckDB dataset."""
-        from services.data.registry import Dataset, _Entry
-
         big = big or open_large_csv(raw_path, self._large_store(), meta["id"], schema,
                                     self.duckdb_settings)
         ds = Dataset(meta["id"], meta["title"], big.version, big.sample,
                      replace(schema, dataset=meta["id"]), _noted(big.report), "upload",
                      meta["filename"], data=big.source)
-        self._entries[ds.id] = _Entry(ds, raw_path, self._mtime(ds.id, big.version))  # type: ignore[attr-defined]
+        self._entries[ds.id] = Entry(ds, raw_path, self._mtime(ds.id, big.version))  # type: ignore[attr-defined]
         return ds
 
     def _reload_large(self, entry: Any, schema: Schema) -> Any:
@@ -110,8 +104,6 @@ class LargeDatasets:
                        load_report=_noted(big.report), data=big.source)
 
     def _add_warehouse(self, spec: WarehouseSpec) -> None:
-        from services.data.registry import Dataset, _Entry
-
         try:
             schema = replace(read_schema_file(spec.schema_file), dataset=spec.id)
             source = spec.open(self.storage_dir / "precomputed" / spec.identity)
@@ -125,7 +117,7 @@ class LargeDatasets:
         title = spec.title or schema.title or spec.id
         ds = Dataset(spec.id, title, spec.identity, LazySample(source, present, cap=ROW_CAP),
                      schema, report, "config", spec.table or spec.path or "", data=source)
-        self._entries[spec.id] = _Entry(ds, spec.schema_file, None)
+        self._entries[spec.id] = Entry(ds, spec.schema_file, None)
 
 
 def _noted(report: LoadReport) -> LoadReport:

@@ -12,8 +12,8 @@ import dash_bootstrap_components as dbc
 from dash import html
 
 from layouts import ids
-from layouts.accessible import progress
-from layouts.figures import fmt
+from layouts.components.accessible import progress
+from layouts.components.figures import fmt
 from services.identity.roles import Role
 from services.ledger.records import AccountStatus
 

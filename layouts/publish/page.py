@@ -1,7 +1,7 @@
 """Publish page (owner) and published views (audience): components only, nothing computed.
 
 Every number drawn here comes from a stored DP answer (``ViewAnswer``) the ledger served at
-the page's tier; the figures are built by layouts/figures.py, the same as Explore's.
+the page's tier; the figures are built by layouts/components/figures.py, the same as Explore's.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import dash_bootstrap_components as dbc
 from dash import dcc, html
 
 from layouts import ids
-from layouts.accessible import field
-from layouts.figures import build, fmt
+from layouts.components.accessible import field
+from layouts.components.figures import build, fmt
 from services.publish.records import AUDIENCE_ROLES, Page
 from services.publish.service import Candidate, FigureQuote, Opened, ShownFigure
 

@@ -15,8 +15,8 @@ from dash import dcc, html
 
 from dp_engine.bands import NOISE_LABELS
 from layouts import ids
-from layouts.accessible import field
-from layouts.budget import cap_share, cap_warning
+from layouts.components.accessible import field
+from layouts.components.budget import cap_share, cap_warning
 from services.identity.roles import Role
 from services.ledger.records import BudgetStatus, DatasetStatus, StoredRelease, TierRecord
 from services.views.report import query_words
@@ -43,11 +43,6 @@ class LedgerPage:
     releases: list[StoredRelease]
     release_count: int
     internal: list[TierRecord]
-
-
-def refusal() -> dbc.Alert:
-    return dbc.Alert("The privacy ledger is for the data owner (the hospital) only.",
-                     color="warning")
 
 
 def _when(ts: datetime) -> str:

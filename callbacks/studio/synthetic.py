@@ -13,13 +13,13 @@ from typing import Any
 
 from dash import ALL, Input, Output, State, ctx, no_update
 
-from callbacks.studio_jobs import poll_view, send
+from callbacks.studio.jobs import poll_view, send
 from dp_engine.errors import DPError
 from dp_engine.release.synthetic import synth_domain
 from dp_engine.schema import Schema
 from layouts import ids
-from layouts import studio as base
-from layouts import studio_synthetic as layout
+from layouts.studio import page as base
+from layouts.studio import synthetic as layout
 from services.identity import access
 from services.studio.model_check import binary_targets
 from services.studio.synthetic import GUARANTEE, check_epsilon

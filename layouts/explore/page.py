@@ -8,8 +8,8 @@ from dash import dcc, html
 from dp_engine.bands import NOISE_BANDS, NOISE_LABELS
 from dp_engine.schema import NUMERIC_KINDS, Schema
 from layouts import ids
-from layouts.accessible import field
-from layouts.my_releases import my_releases
+from layouts.components.accessible import field
+from layouts.explore.my_releases import my_releases
 from services.identity.roles import Role
 from services.views.queries import GROUPABLE_KINDS, MECHANISMS, PRESETS, VIEWS
 

@@ -9,8 +9,8 @@ from dash import html
 
 from dp_engine.bands import NOISE_LABELS
 from layouts import ids
-from layouts.budget import BudgetFigures, budget_block
-from layouts.figures import fmt
+from layouts.components.budget import BudgetFigures, budget_block
+from layouts.components.figures import fmt
 from services.identity.roles import Role
 from services.views.answer import ViewAnswer
 
@@ -29,7 +29,8 @@ def odds_sentence(epsilon: float) -> str:
 
 
 def budget_meter(ans: ViewAnswer, granted: Role) -> html.Div:
-    """The role's shared budget, this user's spend and the dataset's cap (layouts/budget.py)."""
+    """The role's shared budget, this user's spend and the dataset's cap
+    (layouts/components/budget.py)."""
     return budget_block(BudgetFigures(granted, ans.budget_limit, ans.budget_spent,
                                       ans.user_spent, ans.user_limit, ans.dataset_loss,
                                       ans.dataset_cap))

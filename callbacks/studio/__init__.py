@@ -1,11 +1,12 @@
-"""Release page callbacks: identity from the server session, untrusted form values checked,
-then ``StudioService`` (which charges every run through the ledger's one door).
+"""Release studio (``/release``) callbacks: identity from the server session, untrusted form
+values checked, then ``StudioService`` (which charges every run through the ledger's one door).
 
 A per-record run is the owner's only: a non-owner is refused before anything runs; bad input
 comes back as a message next to its column and nothing is charged. A valid run is queued as a
 background job (``services.studio.jobs``); an Interval polls its progress and draws it when it
 is done. Downloads are read from the user's runs on the server by the job's token (the
-browser only holds that token). The synthetic copy's callbacks: ``callbacks.studio_synthetic``.
+browser only holds that token; ``callbacks.studio.jobs``). The synthetic copy's callbacks:
+``callbacks.studio.synthetic``.
 """
 
 from __future__ import annotations
@@ -16,15 +17,17 @@ from typing import Any
 
 from dash import ALL, Input, Output, State, ctx, no_update
 
-from callbacks import studio_synthetic
-from callbacks.studio_jobs import poll_view, send
+from callbacks import guard
+from callbacks.studio import synthetic as studio_synthetic
+from callbacks.studio.jobs import poll_view, send
 from dp_engine.errors import DPError
 from dp_engine.release import ColumnChoice, Sensitivity, Technique, Tolerances
 from dp_engine.release.techniques import ColumnProblemsError
 from layouts import ids
-from layouts import studio as layout
+from layouts.studio import page as layout
 from services.container import Services
 from services.identity import access
+from services.identity.roles import Role
 from services.studio.service import GUARANTEE
 
 log = logging.getLogger(__name__)
@@ -33,7 +36,7 @@ PROGRESS_NAME = "Progress of the per-record copy"
 _targets = studio_synthetic.targets
 
 
-def studio_view(services: Services, identity):
+def studio_view(services: Services, identity, _path: str = "/release"):
     """The Release page for ``identity``: the synthetic copy for every role, the per-record
     controls for the owner only."""
     datasets = access.queryable(identity, services.registry.list())
@@ -46,6 +49,10 @@ def studio_view(services: Services, identity):
     first = datasets[0]
     return layout.page([(d.id, d.title or d.id) for d in datasets], first.id, first.schema,
                        _targets(first.schema), GUARANTEE, synthetic)
+
+
+PAGE = guard.Page("studio", "/release", "Release", Role.THIRD_PARTY, studio_view)
+"""The release studio, at /release (its label and title: Release)."""
 
 
 def _number(v: Any) -> float | None:
@@ -133,8 +140,7 @@ def register_callbacks(app, services: Services) -> None:
                   Input(ids.ST_DATASET, "value"), prevent_initial_call=True)
     def _dataset(dataset_id):
         """Another dataset: its columns and targets; the last run's results are cleared."""
-        identity = services.identity.current()
-        if not access.is_owner(identity) or not isinstance(dataset_id, str):
+        if guard.owner(services) is None or not isinstance(dataset_id, str):
             return (no_update,) * 9
         clear = (None, None, None, True, True, True)
         try:
@@ -162,9 +168,9 @@ def register_callbacks(app, services: Services) -> None:
     def _run(_run_clicks, _tune_clicks, dataset_id, target, _t, _e, _s,
              err, ks, corr, match, budget):
         """Check the form, then queue the run (or auto-tune) and start polling it."""
-        identity = services.identity.current()
+        identity = guard.owner(services)
         unchanged = (no_update,) * 6      # token, three download buttons, poll, progress
-        if not access.is_owner(identity):
+        if identity is None:
             return (no_update, no_update, layout.message(layout.OWNER_ONLY),
                     _column_messages({}), *unchanged)
         choices, problems = parse_choices()

@@ -11,8 +11,8 @@ from dash import html
 
 from dp_engine.bands import NOISE_LABELS
 from layouts import ids
-from layouts.accessible import field
-from layouts.figures import fmt
+from layouts.components.accessible import field
+from layouts.components.figures import fmt
 from services.ledger.records import StoredRelease
 from services.views.report import query_words
 

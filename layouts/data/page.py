@@ -12,9 +12,8 @@ from dash import dash_table, dcc, html
 
 from dp_engine.schema import ColumnKind, ColumnRole, Schema
 from layouts import ids
-from layouts.accessible import field, label_id
+from layouts.components.accessible import field, label_id
 from services.data.review import DataReview
-from services.identity.roles import Role
 
 FLAG = "derived from the data — not private"
 HIDDEN = "never shown to non-owners"
@@ -39,10 +38,6 @@ SCHEMA_COLUMNS = [  # the decision first, beside what it decides: bounds, clamp 
     ("kind", "Kind", True), ("role", "Role", True), ("label", "Label", True),
     ("unit", "Unit", True), ("bin_width", "Bin width", True),
 ]
-
-
-def refusal() -> dbc.Alert:
-    return dbc.Alert("The Data page is for the data owner (the hospital) only.", color="warning")
 
 
 def _number(x: float | None) -> str:
@@ -199,8 +194,6 @@ def message(text: str | list, color: str = "info") -> dbc.Alert:
 
 
 def layout(registry, identity) -> html.Div | dbc.Alert:
-    if not getattr(identity, "authenticated", False) or identity.role is not Role.OWNER:
-        return refusal()
     datasets = registry.list()
     first = datasets[0] if datasets else None
     upload = dcc.Upload(

@@ -19,9 +19,9 @@ from dash import dcc, html
 from dp_engine.release import Sensitivity, Technique, default_technique, techniques_for
 from dp_engine.schema import NUMERIC_KINDS, ColumnSpec, Schema
 from layouts import ids
-from layouts import studio_figures as figs
-from layouts.figures import fmt
-from layouts.graph_config import GRAPH_CONFIG
+from layouts.components.figures import fmt
+from layouts.components.graph_config import GRAPH_CONFIG
+from layouts.studio import figures as figs
 
 DEFAULT_EPSILON = 1.0
 OWNER_ONLY = ("Per-record copies are the data owner's only: they are local, not central, "

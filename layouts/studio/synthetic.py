@@ -17,9 +17,9 @@ import dash_bootstrap_components as dbc
 from dash import dcc, html
 
 from layouts import ids
-from layouts import studio as base
-from layouts.accessible import field
-from layouts.figures import fmt
+from layouts.components.accessible import field
+from layouts.components.figures import fmt
+from layouts.studio import page as base
 
 DEFAULT_EPSILON = 1.0
 INTRO = ("A synthetic table made with central differential privacy: it protects adding or "

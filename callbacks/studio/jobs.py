@@ -10,7 +10,7 @@ from typing import Any
 
 from dash import dcc, no_update
 
-from layouts import studio as layout
+from layouts.studio import page as layout
 from services.studio.report import report_html, report_json
 
 GONE = ("This run is no longer kept on the server (only your last few are); run it again for "

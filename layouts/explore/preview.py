@@ -11,8 +11,8 @@ from dash import html
 
 from dp_engine.bands import NOISE_LABELS
 from layouts import ids
-from layouts.budget import BudgetFigures, budget_block
-from layouts.figures import fmt
+from layouts.components.budget import BudgetFigures, budget_block
+from layouts.components.figures import fmt
 from services.identity.roles import Role
 from services.views.preview import PREVIEW_LABEL, Preview
 

@@ -2,7 +2,7 @@
 
 Nothing in the file is fetched: no CDN, font or image; its Content-Security-Policy forbids
 every request, so it opens from disk with the network off. Figures and tables are the same as
-the page's (layouts/figures.py, ``table_model``).
+the page's (layouts/components/figures.py, ``table_model``).
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from layouts.figures import FONT, build
-from layouts.publish import figure_label, table_model, total_text
+from layouts.components.figures import FONT, build
+from layouts.publish.page import figure_label, table_model, total_text
 from services.publish.service import Opened
 
-PLOTLY_JS = Path(__file__).resolve().parent.parent / "assets" / "01-plotly-cartesian.min.js"
+PLOTLY_JS = Path(__file__).resolve().parents[2] / "assets" / "01-plotly-cartesian.min.js"
 CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
        "img-src data:; font-src 'none'; connect-src 'none'; form-action 'none'")
 

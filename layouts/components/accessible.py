@@ -15,7 +15,7 @@ import dash_bootstrap_components as dbc
 import numpy as np
 from dash import dcc, html, no_update
 
-from layouts.graph_config import GRAPH_CONFIG
+from layouts.components.graph_config import GRAPH_CONFIG
 
 MAX_TABLE_ROWS = 200
 """Rows shown in a chart's table (a scatter of every record would be unreadable)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from layouts.figures import FONT, GRID, PALETTE, fmt
+from layouts.components.figures import FONT, GRID, PALETTE, fmt
 
 Figure = dict[str, Any]
 Table = tuple[list[str], list[list[str]]]

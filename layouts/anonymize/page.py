@@ -14,9 +14,8 @@ from dash import dcc, html
 from dp_engine.anonymize import LABEL, AnonymizationResult
 from dp_engine.schema import ColumnKind, ColumnRole, Schema
 from layouts import ids
-from layouts.accessible import chart, field
-from layouts.anonymize_figures import empty_figure
-from services.identity.roles import Role
+from layouts.anonymize.figures import empty_figure
+from layouts.components.accessible import chart, field
 
 ANONYMIZABLE_KINDS = frozenset(
     {
@@ -39,18 +38,8 @@ SENSITIVE_MODES = {
 DEFAULT_K = 5
 
 
-def refusal() -> dbc.Alert:
-    return dbc.Alert(
-        "The Anonymize page is for the data owner (the hospital) only.", color="warning"
-    )
-
-
 def message(text: str | list, color: str = "info") -> dbc.Alert:
     return dbc.Alert(text, color=color, className="small", dismissable=True)
-
-
-def is_owner(identity) -> bool:
-    return bool(getattr(identity, "authenticated", False)) and identity.role is Role.OWNER
 
 
 def column_options(schema: Schema) -> list[dict]:
@@ -81,9 +70,7 @@ def _radio(label: str, cid: str, value: str, choices: dict[str, str]) -> html.Fi
 
 
 def layout(registry, identity) -> html.Div | dbc.Alert:
-    """The page for ``identity``; anyone but an authenticated owner gets a refusal."""
-    if not is_owner(identity):
-        return refusal()
+    """The page (the owner's only: ``callbacks.guard`` refuses anyone else)."""
     datasets = registry.list()
     if not datasets:
         return dbc.Alert("No dataset is loaded yet; add one on the Data page.", color="info")

@@ -1,41 +1,29 @@
-"""The app frame: navigation bar, page container and the routing targets."""
+"""The app frame: navigation bar, session badge and the page container (Dash Pages draws each
+page into it; the pages themselves are declared in ``callbacks.shell``)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+import dash
 import dash_bootstrap_components as dbc
 from dash import dcc, html
 
 from layouts import ids
 from services.identity.roles import Role
 
-PAGES: dict[str, tuple[str, Role]] = {
-    "/": ("Explore", Role.THIRD_PARTY),
-    "/data": ("Data", Role.OWNER),
-    "/ledger": ("Ledger", Role.OWNER),
-    "/anonymize": ("Anonymize", Role.OWNER),
-    "/publish": ("Publish", Role.OWNER),
-    "/release": ("Release", Role.THIRD_PARTY),
-}
-"""Path -> (label, lowest role that may open it)."""
-
 PRODUCT = "Private Cohort Explorer"
 MAIN_ID = ids.PAGE
 """The skip link's target: the page body."""
 
 
-def page_title(path: str | None) -> str:
-    """The document title for ``path`` (unknown paths show Explore, as the router does)."""
-    label, _ = PAGES.get(path or "/", PAGES["/"])
+def page_title(label: str) -> str:
+    """The document title of the page labelled ``label``."""
     return f"{label} · {PRODUCT}"
 
 
-def page_titles() -> dict[str, str]:
-    """Every route's title (the clientside title callback gets this map)."""
-    return {path: page_title(path) for path in PAGES}
-
-
 def layout() -> html.Div:
-    """Static frame; the page body is rendered per request by the routing callback."""
+    """Static frame; Dash Pages draws the page body into ``dash.page_container``."""
     return html.Div(
         [
             dcc.Location(id=ids.URL, refresh=False),
@@ -45,7 +33,6 @@ def layout() -> html.Div:
                                config={"staticPlot": True}), hidden=True),
             html.A("Skip to main content", href=f"#{MAIN_ID}",
                    className="skip-link visually-hidden-focusable"),
-            html.Div(id=ids.TITLE_SINK, hidden=True),
             dbc.Navbar(
                 dbc.Container(
                     [
@@ -72,18 +59,16 @@ def layout() -> html.Div:
                 expand="md",
                 className="mb-3",
             ),
-            dbc.Container(html.Main(id=ids.PAGE, tabIndex="-1"), fluid=True, className="pb-5"),
+            dbc.Container(html.Main(dash.page_container, id=ids.PAGE, tabIndex="-1"), fluid=True,
+                          className="pb-5"),
         ]
     )
 
 
-def nav_links(role: Role, pathname: str) -> list[dbc.NavItem]:
-    """Links to the pages this role may open."""
-    return [
-        dbc.NavItem(dbc.NavLink(label, href=path, active=path == pathname))
-        for path, (label, lowest) in PAGES.items()
-        if role.rank >= lowest.rank
-    ]
+def nav_links(pages: Iterable[tuple[str, str]], pathname: str) -> list[dbc.NavItem]:
+    """Links to ``pages`` ((path, label): the ones the session's role may open)."""
+    return [dbc.NavItem(dbc.NavLink(label, href=path, active=path == pathname))
+            for path, label in pages]
 
 
 def session_badge(user: str, role: Role, logout_csrf: str | None) -> list:

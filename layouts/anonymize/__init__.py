@@ -1,0 +1,1 @@
+"""The Anonymize page (owner): k-anonymity controls, report and figures."""

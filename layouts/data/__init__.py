@@ -1,0 +1,1 @@
+"""The Data page (owner): upload, schema review and confirmation."""

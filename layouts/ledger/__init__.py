@@ -1,0 +1,1 @@
+"""The Ledger page (owner): releases, totals, budgets and dataset losses."""

@@ -1,0 +1,1 @@
+"""The sign-in page (plain HTML, served before Dash)."""
