@@ -35,6 +35,8 @@ from layouts.explore.rendered import RenderCache
 from services.container import Services
 from services.identity import access
 from services.identity.roles import Role
+from services.ledger.door import PricingNeeded
+from services.ledger.plan import INTERNAL_PREFIX
 from services.ledger.records import StoredRelease
 from services.views import report
 from services.views.answer import ViewAnswer
@@ -143,8 +145,9 @@ def matching_preset(identity, key: Any, c: dict[str, Any]) -> str | None:
 
 def role_releases(services: Services, identity, dataset_id: str) -> list[StoredRelease]:
     """The session role's served releases on ``dataset_id``, newest first."""
-    return services.ledger.releases(dataset_id=dataset_id, role=identity.role,
-                                    limit=SCAN_LIMIT)
+    return [r for r in services.ledger.releases(dataset_id=dataset_id, role=identity.role,
+                                                limit=SCAN_LIMIT)
+            if not r.query_key.startswith(INTERNAL_PREFIX)]    # views, not group sizes
 
 
 def owned_release(services: Services, identity, release_id: Any) -> StoredRelease | None:
@@ -190,7 +193,7 @@ def _preset_options(services: Services, identity, ds, c: dict[str, Any], *,
         if quote.cached:
             cost = "released: opens free"
         elif quote.plan is None:
-            cost = "cost shown once priced"
+            cost = f"price its grouping first (ε {quote.cost:.3g})"
         elif not quote.plan.dp:
             cost = "paper mode, not DP"
         else:
@@ -252,19 +255,21 @@ def release_screen(services: Services, identity, ds, reqs: list[ViewRequest]) ->
 
 
 def priced(services: Services, identity, ds, reqs: list[ViewRequest]) -> bool:
-    """Whether every request's exact price is known (its internal inputs exist)."""
-    return not any(services.ledger.quote(services.releases.plan(identity, r, dataset=ds),
-                                         user=identity.user).missing_inputs for r in reqs)
+    """Whether every request's exact price is known (its grouping's sizes are public)."""
+    return not any(q.missing_inputs for q in services.releases.quotes(identity, reqs,
+                                                                      dataset=ds)
+                   if not isinstance(q, Exception))
 
 
 def price_screen(services: Services, identity, ds, reqs: list[ViewRequest]) -> Screen:
-    """The deliberate pricing step: draw the inputs (dataset loss only), preview again."""
-    added = sum(services.releases.prepare(identity, r, dataset=ds) for r in reqs)
+    """The deliberate pricing step: release the grouping's DP sizes (charged to the role,
+    public from then on), then preview again with the exact price."""
+    charged = services.releases.prepare(identity, reqs[0], dataset=ds)
     screen = preview_screen(services, identity, ds, reqs)
     if screen.note and not screen.release_disabled:
-        screen.note = (f"Priced: this grouping's DP group sizes were drawn (ε {added:.3g} to "
-                       "the dataset's total, nothing from your budget). Release spends "
-                       "exactly the price shown.")
+        screen.note = (f"Priced: this grouping's DP group sizes were released to your role "
+                       f"(ε {charged:.3g} from your budget, public from now on). Release "
+                       "spends exactly the price shown.")
     return screen
 
 
@@ -381,7 +386,12 @@ def screen_for(services: Services, identity, trigger: Any, preset: Any, c: dict[
             screen.preset = None
         elif trigger == ids.EX_PRESET and isinstance(preset, str) and preset in PRESETS:
             c, notes = preset_controls(identity, PRESETS[preset], c)
-            screen = release_screen(services, identity, ds, _requests(identity, ds, c))
+            reqs = _requests(identity, ds, c)
+            try:
+                screen = release_screen(services, identity, ds, reqs)
+            except PricingNeeded as need:     # its grouping first: priced on purpose
+                screen = preview_screen(services, identity, ds, reqs)
+                notes = [*notes, str(need)]
             screen.controls = {k: c[k] for k in CONTROLS}
             screen.message = _alert(" ".join(notes), "info") if notes else None
         elif trigger == ids.EX_RELEASE:

@@ -45,18 +45,25 @@ def release_label(previews: list[Preview]) -> str:
     if not all(p.dp for p in previews):
         return "Release (paper mode, not DP)"
     if not all(p.priced for p in previews):
-        return "Price this view (nothing from your budget)"
+        return f"Price this grouping (ε {fmt(pricing_cost(previews))})"
     return f"Release (ε {fmt(sum(p.cost for p in previews))})"
 
 
+def pricing_cost(previews: list[Preview]) -> float:
+    """ε pricing the grouping takes (once: previews of one grouping share its sizes)."""
+    return max((p.pricing_cost for p in previews if not p.priced), default=0.0)
+
+
 def pricing_text(previews: list[Preview]) -> str | None:
-    """What pressing "Price this view" does, when the price is still an estimate."""
-    loss = sum(p.pricing_loss for p in previews if not p.priced)
+    """What pressing "Price this grouping" does, when nobody has grouped by it yet."""
     if all(p.priced for p in previews):
         return None
-    return (f"The price above is an estimate on simulated data. Pressing \"Price this view\" "
-            f"draws this grouping's DP group sizes (ε {fmt(loss)} added to the dataset's total "
-            "loss, nothing from your budget) and shows the exact price; only Release spends.")
+    bound = max(p.bound or 0.0 for p in previews if not p.priced)
+    return (f"Nobody has grouped this dataset by this column yet. Pricing the grouping "
+            f"releases its DP group sizes to your role (ε {fmt(pricing_cost(previews))} from "
+            "your budget; public to every role from then on). The view then shows its exact "
+            f"price, at most ε {fmt(bound)} (your role's limit per view); only Release spends "
+            "it.")
 
 
 def refusal(previews: list[Preview]) -> str | None:
@@ -89,7 +96,8 @@ def panel(previews: list[Preview], granted: Role) -> dbc.Card:
     cost_text = ("0 — already released to your role, opens free" if all(p.cached for p in
                                                                         previews)
                  else f"{fmt(cost)} from your role's budget" if all(p.priced for p in previews)
-                 else f"about {fmt(cost)} from your role's budget (estimate)")
+                 else f"shown once the grouping is priced (at most "
+                 f"{fmt(max(p.bound or 0.0 for p in previews))})")
     rows += [html.Dt("A release would cost", className="small text-muted mb-0"),
              html.Dd(cost_text, className="mb-1", id=ids.PANEL_SPENT)]
     body: list = [

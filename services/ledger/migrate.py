@@ -9,8 +9,11 @@ spend and dataset's loss is recomputed from the rows, so the figures add up.
 
 from __future__ import annotations
 
+import json
+
 from sqlalchemy import Connection, func, inspect, select, text, update
 
+from services.ledger.chain import eps_json
 from services.ledger.db import Database, aware
 from services.ledger.models import (
     SCHEMA_VERSION,
@@ -26,6 +29,8 @@ from services.ledger.models import (
 _PG_DDL_LOCK = 0x1ED6E8  # advisory-lock key serializing CREATE on PostgreSQL
 LEGACY_SYSTEM_USER = "system (materialized tiers)"
 LEGACY_PREFIX = "legacy:"
+MIGRATED = "schema-3"
+"""``drawn`` of a tier stored before lazy tiers: counted when drawn, under the rules of then."""
 
 
 def create_or_migrate(db: Database) -> None:
@@ -41,6 +46,8 @@ def create_or_migrate(db: Database) -> None:
             select(meta.c.value).where(meta.c.key == "schema_version")).scalar_one())
         if stored < 3:
             _to_schema_3(db, conn)
+        if stored < 4:
+            _to_schema_4(db, conn)
         if stored < SCHEMA_VERSION:
             conn.execute(update(meta).where(meta.c.key == "schema_version")
                          .values(value=str(SCHEMA_VERSION)))
@@ -90,3 +97,24 @@ def _to_schema_3(db: Database, conn: Connection) -> None:
     for dataset_id, first, loss, unsound in per_dataset:
         conn.execute(db.insert_ignore(datasets, dataset_id=dataset_id, first_release_at=first,
                                       loss=float(loss or 0.0), unsound_loss=float(unsound or 0.0)))
+
+
+def _to_schema_4(db: Database, conn: Connection) -> None:
+    """Lazy tiers: every tier stored before was counted in the dataset's loss when drawn, so it
+    is recorded as disclosed then; its per-group ε is read from its payload."""
+    _add_column(db, conn, tiers, "epsilons_json TEXT")
+    _add_column(db, conn, tiers, "drawn VARCHAR(16)")
+    _add_column(db, conn, tiers, "disclosed_at TIMESTAMP WITH TIME ZONE"
+                if db.dialect == "postgresql" else "disclosed_at DATETIME")
+    t = tiers.c
+    rows = conn.execute(select(t.id, t.created_at, t.refined_from, t.payload_json)
+                        .where(t.epsilons_json.is_(None))).all()
+    for row in rows:
+        try:
+            params = json.loads(row.payload_json).get("params") or {}
+        except (ValueError, AttributeError):
+            params = {}
+        eps = params.get("epsilon_by_group")
+        conn.execute(update(tiers).where(t.id == row.id).values(
+            epsilons_json=eps_json(eps) if eps is not None else None,
+            drawn=MIGRATED, disclosed_at=row.created_at))

@@ -21,7 +21,9 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 3  # 2: ledger_deliveries; 3: tier store, dataset loss, dp flag, channel
+SCHEMA_VERSION = 4
+"""2: ledger_deliveries; 3: tier store, dataset loss, dp flag, channel; 4: lazy tiers (per-group
+ε, disclosure, how each tier was drawn) and budgets kept in the ledger (ledger_policy)."""
 
 metadata = MetaData()
 """No schema here: a deployment may map one at run time (schema_translate_map)."""
@@ -65,13 +67,18 @@ tiers = Table(
     Column("refined_from", Integer, nullable=True),
     Column("dp", Boolean, nullable=False, default=True),
     Column("payload_json", Text, nullable=False),
+    Column("epsilons_json", Text, nullable=True),
+    Column("drawn", String(16), nullable=True),
+    Column("disclosed_at", DateTime(timezone=True), nullable=True),
     UniqueConstraint("dataset_version", "query_key", "tier", name="uq_ledger_tier_key"),
     Index("ix_ledger_tier_dataset", "dataset_id"),
 )
-"""The tier store: internal releases (materialized tiers, the DP size n̂, ...) with their raw
-noisy statistics. Never a role's spending; each row's ``dataset_loss`` is what it added to the
-dataset-level loss: its ε when drawn afresh, 0 when refined from a less noisy tier
-(``refined_from``)."""
+"""The tier store: every draw behind the answers (the tiers of each query, the calibration
+releases) with its raw noisy statistics, server side only. ``epsilons_json``: ε per group;
+``drawn``: fresh, refined, sharpened or bridged (services/ledger/chain.py), ``refined_from``
+the stored tier it was drawn from; ``disclosed_at``: when it first left the owner (served to
+another role, published, or a table that leaves the hospital), None while only the owner has
+seen it; ``dataset_loss``: what its disclosure added to the dataset's loss."""
 
 datasets = Table(
     "ledger_datasets", metadata,
@@ -124,3 +131,18 @@ deliveries = Table(
 )
 """A stored answer handed out again (free), to whom and through which page (``channel``): the
 audit trail of reuse."""
+
+policy = Table(
+    "ledger_policy", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("changed_at", DateTime(timezone=True), nullable=False),
+    Column("user_name", String(200), nullable=False),
+    Column("dataset_id", String(200), nullable=False),     # "*": every dataset
+    Column("key", String(64), nullable=False),
+    Column("value", Float, nullable=True),                 # None: unlimited
+    Index("ix_ledger_policy_dataset", "dataset_id"),
+)
+"""Budgets set by the owner on the Ledger page, append-only: the newest row per (dataset, key)
+is in force, every earlier one stays as the record of who changed what and when. Keys:
+``budget:<role>``, ``user_limit:<role>``, ``dataset_cap``. Environment settings are the
+defaults underneath."""

@@ -16,7 +16,7 @@ group) and an rng it returns a dp_engine ``Release``.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -31,8 +31,10 @@ Epsilon = float | tuple[float, ...]
 """ε of one tier: one number, or one per group (parallel composition: it costs the maximum)."""
 Compute = Callable[["Epsilon | None", "np.random.Generator"], "Release"]
 """The data seam: the release at ε (None when the mechanism picks its own, paper mode)."""
-Refine = Callable[["Release", "Epsilon", "np.random.Generator"], "Release"]
-"""A noisier tier from a less noisy one (post-processing: adds nothing to the dataset loss)."""
+Join = Callable[["Mapping[int, Release]", int, "tuple[float, ...]", "Compute",
+                 "np.random.Generator"], "Release"]
+"""A new tier of a query joined to its stored tiers (tier → release): refined, sharpened,
+bridged or fresh, so the chain keeps its nested law (services/ledger/chain.py, the default)."""
 Publish = Callable[["ReleasePlan", "Release"], Mapping[str, Any]]
 """The public answer (JSON-able) the paying role is given, from the tier's release."""
 RngFactory = Callable[[], "np.random.Generator"]
@@ -66,12 +68,14 @@ def _as_tuple(value: Epsilon) -> tuple[float, ...]:
 
 
 def _nested_ok(upper: Epsilon | None, lower: Epsilon | None) -> bool:
-    """A noisier tier's ε may not exceed the less noisy tier's (elementwise per group)."""
+    """A noisier tier's ε may not exceed the less noisy tier's, per group shown at both (a
+    group may be shown at one tier and withheld, ε 0, at the other)."""
     if upper is None or lower is None:
         return True
     a, b = _as_tuple(upper), _as_tuple(lower)
     a, b = (a * len(b) if len(a) == 1 else a), (b * len(a) if len(b) == 1 else b)
-    return len(a) == len(b) and all(x >= y for x, y in zip(a, b, strict=True))
+    return len(a) == len(b) and all(x >= y for x, y in zip(a, b, strict=True)
+                                    if x > 0 and y > 0)
 
 
 @dataclass(frozen=True)
@@ -92,17 +96,21 @@ class ReleaseKey:
 
 @dataclass(frozen=True)
 class InternalSpec:
-    """A dataset-level internal release a plan is built from (e.g. the DP size n̂).
+    """A calibration release a plan is built from (e.g. the DP size n̂, a grouping's sizes).
 
-    Released once per dataset version at tier 0 the first time a plan needs it, stored in the
-    tier store, charged to the dataset-level loss only (never a role's budget), and public from
-    then on. ``key`` is unique within a dataset version (e.g. ``"size"``).
+    Released once per dataset version, stored in the tier store and public from then on
+    (disclosed: it adds its ε to the dataset's loss). ``priced``: drawn when a request first
+    needs it and charged to that request's paying role (a grouping's DP sizes); otherwise part
+    of the dataset's reserved calibration slice, charged to no role. ``key`` is unique within
+    a dataset version (e.g. ``"sizes:"``).
     """
 
     key: str
     epsilon: float
     mechanism: str
     compute: Compute = field(compare=False)
+    priced: bool = False
+    title: str = ""
 
     @property
     def store_key(self) -> str:
@@ -134,8 +142,10 @@ class ReleasePlan:
     nestable: bool
     mechanism: str
     dp: bool = True
-    refine: Refine | None = field(default=None, compare=False)
+    join: Join | None = field(default=None, compare=False)
     info: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    leaves: bool = False
+    """Always a disclosure, whoever pays (a synthetic table made to leave the hospital)."""
 
     def __post_init__(self) -> None:
         eps = {int(t): _checked(v) for t, v in self.epsilons.items()}
@@ -175,22 +185,7 @@ class ReleasePlan:
         recorded with its effective ε as a lower bound, outside every sound-mode total)."""
         return self.epsilon() if self.dp else 0.0
 
-    def fresh_tier(self, stored: Collection[int]) -> int | None:
-        """The tier that must be drawn afresh from the data (None: all derivable)."""
-        chain = self.chain
-        if chain[-1] in stored:
-            return None
-        if not self.nestable:
-            return chain[-1]
-        return None if chain[0] in stored else chain[0]
-
-    def loss_growth(self, stored: Collection[int]) -> float:
-        """What the dataset-level loss grows by, given the tiers already in the tier store.
-
-        Nested: the least noisy tier counts once (the others are post-processing of it);
-        not nested: each tier drawn counts. Not DP: 0 (outside the sound-mode totals).
-        """
-        fresh = self.fresh_tier(stored)
-        if fresh is None or not self.dp:
-            return 0.0
-        return self.epsilon(fresh)
+    def discloses(self) -> bool:
+        """Whether serving this plan's tier is a disclosure (its payer is not the owner, or
+        it is a table made to leave): only disclosures count towards the dataset's loss."""
+        return self.dp and (self.leaves or Role(self.key.payer) is not Role.OWNER)

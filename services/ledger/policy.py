@@ -19,8 +19,8 @@ from services.identity.roles import Role
 
 DEFAULT_LIMITS: Mapping[Role, float | None] = MappingProxyType({
     Role.OWNER: None,
-    Role.COLLABORATOR: 5.0,
-    Role.THIRD_PARTY: 1.0,
+    Role.COLLABORATOR: 8.0,
+    Role.THIRD_PARTY: 4.0,
 })
 
 DEFAULT_USER_LIMITS: Mapping[Role, float | None] = MappingProxyType({r: None for r in Role})
@@ -144,3 +144,20 @@ class BudgetPolicy:
                    renewal_days=int(renewal) if renewal not in (None, "") else None,
                    user_limits={_role(k): v for k, v in per_user.items()},
                    dataset_cap=cap)
+
+    def with_overrides(self, overrides: Mapping[str, float | None]) -> BudgetPolicy:
+        """This policy with the owner's settings from the ledger (``policy_store``) applied:
+        ``budget:<role>``, ``user_limit:<role>``, ``dataset_cap`` (None: unlimited)."""
+        if not overrides:
+            return self
+        limits, users, cap = dict(self.limits), dict(self.user_limits), self.dataset_cap
+        for key, value in overrides.items():
+            kind, _, role = key.partition(":")
+            if kind == "budget":
+                limits[_role(role)] = value
+            elif kind == "user_limit":
+                users[_role(role)] = value
+            elif key == "dataset_cap":
+                cap = value
+        return BudgetPolicy(limits=limits, renewal_days=self.renewal_days, user_limits=users,
+                            dataset_cap=cap)

@@ -38,7 +38,7 @@ class StoredRelease:
 
 @dataclass(frozen=True)
 class TierRecord:
-    """One row of the tier store (internal: materialized tiers, the DP size, ...)."""
+    """One row of the tier store: a tier of a query, or a calibration release."""
 
     id: int
     created_at: datetime
@@ -51,6 +51,8 @@ class TierRecord:
     dataset_loss: float
     refined_from: int | None
     dp: bool
+    drawn: str = ""                        # fresh, refined, sharpened or bridged
+    disclosed_at: datetime | None = None   # None: only the owner has seen it
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from sqlalchemy import func, select
 from dp_engine.errors import DPError
 from services.identity.roles import Role
 from services.ledger import db as ledger_db
-from services.ledger import door, reports
+from services.ledger import door, policy_store, reports
 from services.ledger.db import Database, aware
 from services.ledger.migrate import create_or_migrate
 from services.ledger.models import budgets as _BUDGETS
@@ -78,18 +78,32 @@ class Ledger:
     # -- the door ------------------------------------------------------------------------------
 
     def release(self, source: PlanSource, compute: Compute, publish: Publish, *, user: str,
-                channel: str = "explore", rng: RngFactory | None = None) -> Served:
+                channel: str = "explore", rng: RngFactory | None = None,
+                price: bool = False) -> Served:
         """The paying role's answer to ``source``: cached (delivery logged, 1 transaction) or
-        priced, checked, computed and recorded (2 transactions). See door.py.
+        planned, checked, drawn and recorded (2 transactions). See door.py.
 
-        Raises BudgetExceededError (nothing charged, no answer) when a limit cannot fit.
-        """
-        return door.release(self, source, compute, publish, user=str(user),
-                            channel=str(channel), rng=rng or _default_rng)
+        Raises BudgetExceededError (nothing charged, no answer) when a limit cannot fit."""
+        (served,) = self.release_all([door.Ask(source, compute, publish, str(channel))],
+                                     user=user, rng=rng, price=price)
+        return served
+
+    def release_all(self, asks: Sequence[door.Ask], *, user: str,
+                    rng: RngFactory | None = None, price: bool = False) -> list[Served]:
+        """Several answers at once, all or nothing (a compare screen, a published page)."""
+        return door.release(self, list(asks), user=str(user), rng=rng or _default_rng,
+                            price=price)
 
     def quote(self, source: PlanSource, *, user: str) -> Quote:
         """What ``release`` would cost now (one read transaction; computes nothing)."""
-        return door.quote(self, source, str(user))
+        (out,) = door.quotes(self, [source], str(user), return_exceptions=False)
+        assert isinstance(out, Quote)
+        return out
+
+    def quotes(self, sources: Sequence[PlanSource], *, user: str) -> list[Quote | Exception]:
+        """``quote`` of each source from one read transaction; a source whose plan cannot be
+        built is its exception in the list."""
+        return door.quotes(self, sources, str(user))
 
     def stored_plan(self, key: str) -> str | None:
         """A view plan stored under ``key`` by any worker (``services/views/plan_store.py``)."""
@@ -104,18 +118,18 @@ class Ledger:
                 _PLANS, key=str(key), dataset_version=str(dataset_version)[:200],
                 created_at=ledger_db.now(), payload_json=payload))
 
-    def quotes(self, sources: Sequence[PlanSource], *, user: str) -> list[Quote | Exception]:
-        """``quote`` of each source from one read transaction; a source whose plan cannot be
-        built is its exception in the list."""
-        return door.quotes(self, sources, str(user))
+    def calibrate(self, specs: Sequence[InternalSpec], *, dataset_id: str, dataset_version: str,
+                  rng: RngFactory | None = None) -> float:
+        """Draw a dataset version's missing reserved calibration (charged to no role, added to
+        the dataset's loss); returns the ε added (0 when it was complete)."""
+        return door.calibrate(self, specs, dataset_id=dataset_id,
+                              dataset_version=dataset_version, rng=rng or _default_rng)
 
-    def release_internal(self, spec: InternalSpec, *, dataset_id: str, dataset_version: str,
-                         payer: Role, rng: RngFactory | None = None) -> Release:
-        """An internal release (e.g. the DP size) on its own: stored once per dataset version,
-        charged to the dataset-level loss only; ``payer`` decides whether the cap applies."""
-        return door.release_internal(self, spec, dataset_id=dataset_id,
-                                     dataset_version=dataset_version, payer=payer,
-                                     rng=rng or _default_rng)
+    def price(self, specs: Sequence[InternalSpec], *, dataset_id: str, dataset_version: str,
+              payer: Role, user: str, rng: RngFactory | None = None) -> list[Served]:
+        """Release a grouping's missing DP sizes, charged to ``payer`` (see door.price)."""
+        return door.price(self, specs, dataset_id=dataset_id, dataset_version=dataset_version,
+                          payer=payer, user=str(user), rng=rng or _default_rng)
 
     def lookup(self, key: ReleaseKey) -> StoredRelease | None:
         """The paying role's stored answer for ``key`` (read only: no delivery is logged;
@@ -125,7 +139,7 @@ class Ledger:
         return None if row is None else door.to_release(row)
 
     def internal(self, dataset_version: str, key: str) -> Release | None:
-        """A stored internal release (public once released), or None; never computes."""
+        """A stored calibration release (public once released), or None; never computes."""
         return self.tier(dataset_version, InternalSpec(key, 0.0, "", _never).store_key, 0)
 
     def tier(self, dataset_version: str, query_key: str, tier: int) -> Release | None:
@@ -144,6 +158,24 @@ class Ledger:
             door.deliver(conn, int(release_id), str(user), Role(str(role)), channel,
                          ledger_db.now())
 
+    # -- budgets the owner sets ----------------------------------------------------------------
+
+    def policy_for(self, dataset_id: str) -> BudgetPolicy:
+        """The settings in force for ``dataset_id``: the defaults with the owner's changes."""
+        with self.db.tx(write=False) as conn:
+            return door.policy_of(self, conn, dataset_id)
+
+    def set_policy(self, *, dataset_id: str, key: str, value: float | None, user: str) -> None:
+        """Record the owner's new setting (``policy_store.KEYS``); in force at once."""
+        with self.db.tx(write=True) as conn:
+            policy_store.record(conn, dataset_id=dataset_id, key=key, value=value, user=user,
+                                at=ledger_db.now())
+
+    def policy_history(self, limit: int = 200) -> list[policy_store.PolicyChange]:
+        """The owner's changes to budgets and caps, newest first."""
+        with self.db.tx(write=False) as conn:
+            return policy_store.history(conn, limit)
+
     # -- statuses ------------------------------------------------------------------------------
 
     def status(self, *, role: Role | str, dataset_id: str, user: str) -> AccountStatus:
@@ -151,7 +183,7 @@ class Ledger:
         with self.db.tx(write=False) as conn:
             spend = door.read_spend(self, conn, Role(str(role)), dataset_id, user,
                                     ledger_db.now())
-        return door.status_of(self, spend)
+        return door.status_of(spend)
 
     def budget(self, *, role: Role | str, dataset_id: str) -> BudgetStatus:
         """Limit, spend and what is left for (role, dataset) in the current period."""
@@ -168,17 +200,21 @@ class Ledger:
         return self.status(role=Role.OWNER, dataset_id=dataset_id, user="").dataset
 
     def dataset_loss(self, dataset_id: str) -> float:
-        """Total dataset-level ε released on ``dataset_id`` (the tier store's DP losses)."""
+        """Total loss of ``dataset_id`` (calibration and disclosed tiers)."""
         return self.dataset_status(dataset_id).loss
 
     def dataset_statuses(self) -> list[DatasetStatus]:
         """Loss and cap of every dataset with at least one release."""
         with self.db.tx(write=False) as conn:
             rows = conn.execute(select(_DATASETS).order_by(_DATASETS.c.dataset_id)).mappings()
-            cap = self.policy.dataset_cap
-            return [DatasetStatus(r["dataset_id"], float(r["loss"]), cap,
-                                  None if cap is None else max(cap - float(r["loss"]), 0.0),
-                                  float(r["unsound_loss"])) for r in rows]
+            out = []
+            for r in rows.all():
+                cap = door.policy_of(self, conn, r["dataset_id"]).dataset_cap
+                out.append(DatasetStatus(r["dataset_id"], float(r["loss"]), cap,
+                                         None if cap is None else max(cap - float(r["loss"]),
+                                                                      0.0),
+                                         float(r["unsound_loss"])))
+            return out
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -230,7 +266,9 @@ class Ledger:
         return [TierRecord(int(r["id"]), aware(r["created_at"]), r["dataset_id"],
                            r["dataset_version"], r["query_key"], int(r["tier"]), r["mechanism"],
                            float(r["epsilon"]), float(r["dataset_loss"]), r["refined_from"],
-                           bool(r["dp"])) for r in rows]
+                           bool(r["dp"]), r["drawn"] or "",
+                           None if r["disclosed_at"] is None else aware(r["disclosed_at"]))
+                for r in rows]
 
     def count_releases(self, *, user: str | None = None, dataset_id: str | None = None) -> int:
         """How many served releases match the filters."""

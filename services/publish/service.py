@@ -168,10 +168,13 @@ class PublishService:
         _owner(identity)
         ds, tier, reqs = self._checked(draft)
         payer = Identity(identity.user, tier, True)
+        for req, _caption in reqs:     # a grouping nobody priced: the owner prices it
+            self.releases.prepare(identity, req, dataset=ds)
+        got = self.releases.quotes(payer, [r for r, _ in reqs], dataset=ds)
         quotes = []
-        for req, _caption in reqs:
-            self.releases.prepare(payer, req, dataset=ds)   # the owner prices: dataset loss
-            q = self.releases.quote(payer, req, dataset=ds)
+        for (req, _caption), q in zip(reqs, got, strict=True):
+            if isinstance(q, Exception):
+                raise q
             cost = 0.0 if q.cached else float(q.cost)
             quotes.append(FigureQuote(_label(ds, _raw(req)), cost, q.cached, q.refusal))
         return quotes
@@ -195,12 +198,11 @@ class PublishService:
             raise PublishError(
                 f"These figures cost ε {total:.3g} together but the {tier.label.lower()} "
                 f"budget on '{ds.id}' has ε {min(left):.3g} left. Nothing was released.")
-        refs = []
-        for pos, (req, caption) in enumerate(reqs):
-            self.releases.answer(payer, req, dataset=ds)
-            stored = self.ledger.lookup(self.releases.plan(payer, req, dataset=ds).key)
-            assert stored is not None, "the door stores every answer it serves"
-            refs.append(FigureRef(pos, caption, stored.id, _raw(req)))
+        answers = self.releases.answer_all(payer, [r for r, _ in reqs], dataset=ds,
+                                           channel="publish", price=True)
+        refs = [FigureRef(pos, caption, rid, _raw(req))
+                for pos, ((req, caption), (_a, rid)) in enumerate(zip(reqs, answers,
+                                                                      strict=True))]
         now = ledger_db.now()
         title = draft.title.strip()
         return self.store.create(

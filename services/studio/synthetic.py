@@ -186,7 +186,8 @@ class SyntheticStudio:
         tell = progress or (lambda _f, _t: None)
         run_id = uuid.uuid4().hex[:12]
         key = ReleaseKey(ds.id, ds.version, f"studio:synthetic:{run_id}", 0, identity.role)
-        release_plan = ReleasePlan(key, {0: charged}, nestable=False, mechanism=MECHANISM)
+        release_plan = ReleasePlan(key, {0: charged}, nestable=False, mechanism=MECHANISM,
+                                   leaves=True)   # a table made to leave: always counted
         held: dict[str, Any] = {}
 
         def compute(_eps, rng: np.random.Generator) -> Release:

@@ -1,12 +1,15 @@
 """The public inputs a view's per-group ε is planned from: the dataset version's calibration.
 
-Calibration is a fixed set of internal releases (``InternalSpec``), drawn once per dataset
-version — when the owner confirms the schema, or on the version's first use — from a
-reserved slice of the dataset's cap that the Data and Ledger pages state, and charged to the
-dataset's loss only, never to a role (docs/accounting.md). No view request ever draws one:
+Calibration releases (``InternalSpec``) are drawn once per dataset version and public from
+then on. The reserved slice — the DP number of records and a pooled pilot of every numeric
+column — is drawn when the owner confirms the schema (or on the version's first use), stated
+on the Data and Ledger pages, added to the dataset's loss and charged to no role; a
+grouping's sizes are priced by the first view that needs them (docs/accounting.md):
 
-* ``sizes:<group>`` — the DP group sizes of every grouping column (``release_group_sizes``
-  at ``CALIBRATION_SIZE_EPSILON``); ``sizes:`` is the ungrouped DP size n̂;
+* ``sizes:<group>`` — the DP group sizes of a grouping column (``release_group_sizes`` at
+  ``CALIBRATION_SIZE_EPSILON``), priced: drawn when a view first groups by it and charged to
+  that view's role, public from then on; ``sizes:`` is the DP number of all records, part of
+  the reserved slice;
 * ``pilot:<column>|`` — a pooled DP histogram of every numeric column on its public
   ``pilot_edges`` at ``CALIBRATION_PILOT_EPSILON``: the column's shape (spread, quantiles),
   which every group of a view takes.
@@ -78,8 +81,11 @@ def size_spec(dataset: Any, group: str | None) -> InternalSpec:
         cells = aggregates(dataset, with_bound(AggregateQuery.count(schema, group), schema))
         return sound.release_group_sizes(cells, group_keys, epsilon=epsilon_max(eps), rng=rng)
 
+    title = (f"the DP group sizes of {schema.column(group).display}" if group
+             else "the DP number of records")
     return InternalSpec(size_key(group), sound.CALIBRATION_SIZE_EPSILON,
-                        "discrete Laplace count per group", compute=compute)
+                        "discrete Laplace count per group", compute=compute,
+                        priced=group is not None, title=title)
 
 
 def pilot_spec(dataset: Any, column: str) -> InternalSpec:
@@ -94,7 +100,8 @@ def pilot_spec(dataset: Any, column: str) -> InternalSpec:
         return sound.release_pilot(cells, edges, None, epsilon=epsilon_max(eps), rng=rng)
 
     return InternalSpec(pilot_key(column), sound.CALIBRATION_PILOT_EPSILON,
-                        "discrete Laplace histogram (pooled pilot)", compute=compute)
+                        "discrete Laplace histogram (pooled pilot)", compute=compute,
+                        title=f"a DP pilot histogram of {schema.column(column).display}")
 
 
 def grouping_columns(schema: Schema) -> list[str]:
@@ -106,11 +113,12 @@ def grouping_columns(schema: Schema) -> list[str]:
 
 
 def calibration_specs(dataset: Any) -> list[InternalSpec]:
-    """The whole calibration of a dataset version: sizes of every grouping (and of all
-    records), a pooled pilot of every numeric column with public bounds."""
+    """The reserved calibration of a dataset version, drawn once when it is confirmed or first
+    used and charged to no role: the DP number of records and a pooled pilot of every numeric
+    column with public bounds. (A grouping's sizes are priced by the first view that needs
+    them: ``size_spec``.)"""
     schema: Schema = dataset.schema
     specs = [size_spec(dataset, None)]
-    specs += [size_spec(dataset, g) for g in grouping_columns(schema)]
     specs += [pilot_spec(dataset, c.name) for c in schema.columns
               if has_pilot(c) and c.queryable]
     return specs
@@ -204,17 +212,3 @@ def planned_tiers(cache_key: tuple, statistic: str, scales: GroupScales, *,
             _plans.clear()
         _plans[key] = tiers
     return tiers
-
-
-def nested_epsilons(tiers: TierPlan) -> dict[int, np.ndarray]:
-    """ε per group of each tier (NaN: withheld), nested: a group a less noisy tier withholds
-    is withheld at the noisier tiers too, since they refine its release. So the least noisy
-    tier is the release every other one is made from, and what each role is charged is the
-    largest ε of a group it is shown."""
-    out: dict[int, np.ndarray] = {}
-    shown = np.ones(tiers.tiers[0].epsilon.size, dtype=bool)
-    for t in sorted(tiers.tiers):
-        eps = tiers.tiers[t].epsilon
-        shown = shown & np.isfinite(eps)
-        out[t] = np.where(shown, eps, np.nan)
-    return out

@@ -50,10 +50,11 @@ def _start(config: Any) -> None:
     _child = build_services(replace(config, offload_uncached=False))   # no grandchildren
 
 
-def _answer(services: Any, identity: Identity, fields: tuple) -> dict[str, Any]:
+def _answer(services: Any, identity: Identity, fields: tuple,
+            price: bool = False) -> dict[str, Any]:
     """One release by the child's door, as a dict of ``ViewAnswer``."""
     req = ViewRequest(*fields[:5], Role(fields[5]))
-    return services.releases.answer(identity, req).to_dict()
+    return services.releases.answer(identity, req, price=price).to_dict()
 
 
 def _call(fn: Callable[..., T], user: str, role: str, dataset_id: str, version: str,
@@ -80,10 +81,11 @@ class Offload:
                     initializer=_start, initargs=(self.config,))
             return self._pool
 
-    def answer(self, identity: Identity, req: ViewRequest, version: str) -> dict[str, Any]:
+    def answer(self, identity: Identity, req: ViewRequest, version: str,
+               price: bool = False) -> dict[str, Any]:
         """The answer as the child's door served it (a dict of ``ViewAnswer``)."""
         fields = (*astuple(req)[:5], req.role.value)
-        return self.call(_answer, identity, req.dataset_id, version, fields)
+        return self.call(_answer, identity, req.dataset_id, version, fields, price)
 
     def call(self, fn: Callable[..., T], identity: Identity, dataset_id: str, version: str,
              *args: Any) -> T:

@@ -38,7 +38,6 @@ from services.views import per_group
 from services.views import statistics as st
 from services.views.answer import ViewAnswer
 from services.views.inputs import (
-    nested_epsilons,
     planned_tiers,
     view_inputs,
     view_scales,
@@ -63,17 +62,6 @@ def group_epsilons(value: Epsilon | None) -> np.ndarray:
     """ε per group as the engine takes it: NaN where the group is withheld (ε 0)."""
     eps = np.atleast_1d(np.asarray(value, dtype=float))
     return np.where(eps > 0, eps, np.nan)
-
-
-def refine_nested(parent: Release, epsilon: Epsilon, rng: np.random.Generator) -> Release:
-    """A noisier tier as post-processing of ``parent``, per group; ``parent`` if ε is unchanged."""
-    new = group_epsilons(epsilon)
-    old = np.asarray([np.nan if e is None else e
-                      for e in parent.params.get("epsilon_by_group", [parent.epsilon])],
-                     dtype=float)
-    if np.array_equal(np.nan_to_num(new), np.nan_to_num(old)):
-        return parent
-    return sound.refine(parent, new, rng=rng)
 
 
 class ViewPlan:
@@ -140,10 +128,10 @@ class ViewPlan:
         self.tiers = planned_tiers(cache_key, self.statistic, self.scales,
                                    store=self.plan_store, contribution=self.contribution,
                                    **self.plan_kwargs())
-        self.tier_eps = nested_epsilons(self.tiers)
+        self.tier_eps = {t: p.epsilon for t, p in self.tiers.tiers.items()}
         eps = {t: tuple(float(v) if math.isfinite(v) else 0.0 for v in self.tier_eps[t])
                for t in TIERS}
-        return ReleasePlan(self.key, eps, self.nestable, self.mechanism, refine=refine_nested,
+        return ReleasePlan(self.key, eps, self.nestable, self.mechanism,
                            info={"n_hat": self.n_hat})
 
     # -- the data seam -----------------------------------------------------------------------

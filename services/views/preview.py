@@ -1,17 +1,16 @@
 """Free previews: what a release would look like and cost, drawn from simulated data.
 
 A preview never reads a private row. Its chart comes from a table simulated from the dataset's
-public schema (bounds, categories, bins) with the dataset version's public DP size n̂, run
+public facts — bounds, categories and bins from the schema, the number of records and each
+numeric column's shape from the dataset version's public calibration (DP releases) — run
 through the same view plan and mechanism at the ε the release would cost, so a collaborator
 sees the chart's shape and noise level, not the patients. Its price is the ledger's quote
-(public metadata only).
+(public metadata only) and is exact: the Release button spends exactly it.
 
-An exact price needs the view's internal inputs (the DP group sizes and pilot of its
-grouping), which read the data and add to the dataset's total loss. A preview never draws
-them: until they exist, it plans the view on inputs computed from the simulated table too and
-shows that price as an estimate. Pricing is a deliberate step (``ReleaseService.prepare``,
-the page's "Price this view" button): it draws the inputs (dataset-level loss only, never a
-role's budget) and the next preview shows the exact price the Release button then spends.
+The one step that is not a release of the view itself: a grouping nobody has grouped by yet
+needs its DP group sizes first. The preview then says what pricing the grouping costs (exact,
+from the role's budget: the sizes are released to it and public from then on) and the most
+the view can cost afterwards (the role's per-view ceiling), never an estimate.
 """
 
 from __future__ import annotations
@@ -25,17 +24,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dp_engine import accountant
 from dp_engine.errors import DPError
 from dp_engine.schema import NUMERIC_KINDS, ColumnSpec, Schema
 from dp_engine.sound.aggregates import repeated
+from dp_engine.sound.pilot import GroupScales, pooled_scales
+from dp_engine.sound.plan import DEFAULT_CEILINGS
 from services.data.sources.memory import PandasSource
 from services.data.sources.query import AggregateQuery, Aggregates
-from services.identity.roles import Role
 from services.ledger.records import AccountStatus, Quote
 from services.views import statistics as st
 from services.views.answer import ViewAnswer
-from services.views.inputs import with_bound
+from services.views.inputs import has_pilot, pilot_grid, pilot_key, with_bound
 from services.views.plans import PaperPlan
 from services.views.queries import ViewRequest
 
@@ -63,8 +62,9 @@ class Preview:
     dp: bool
     status: AccountStatus
     refusal: str | None
-    priced: bool = True              # False: cost estimated on simulated inputs
-    pricing_loss: float = 0.0        # what pricing adds to the dataset's total loss
+    priced: bool = True              # False: the grouping's sizes must be priced first
+    pricing_cost: float = 0.0        # ε pricing the grouping takes from the role's budget
+    bound: float | None = None       # the most the view can cost once priced (the ceiling)
 
     @property
     def budget_after(self) -> float:
@@ -81,25 +81,32 @@ def seed_for(req: ViewRequest, schema: Schema) -> int:
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
 
 
-def simulate_column(spec: ColumnSpec, n: int, rng: np.random.Generator) -> np.ndarray:
-    """``n`` values of ``spec`` from its public metadata only.
+def simulate_column(spec: ColumnSpec, n: int, rng: np.random.Generator,
+                    shape: GroupScales | None = None) -> np.ndarray:
+    """``n`` values of ``spec`` from public facts only.
 
-    Categories: uniform over the public list; bounded numbers: a normal centred in the
-    bounds (sd a sixth of the width), clipped to them; anything else: missing.
+    Categories: uniform over the public list; bounded numbers: drawn from the column's public
+    shape (``shape``: the calibration's DP pilot) when there is one, else a normal centred in
+    the bounds (sd a sixth of the width), clipped to them; anything else: missing.
     """
     if spec.categories:
         cats = np.asarray(spec.categories, dtype=object)
         return cats[rng.integers(0, len(cats), size=n)]
     if spec.kind in NUMERIC_KINDS and spec.has_bounds:
         lo, hi = spec.bounds()
+        if shape is not None and shape.shape[0].sum() > 0:
+            cell = rng.choice(shape.shape[0].size, size=n, p=shape.shape[0])
+            return rng.uniform(shape.edges[cell], shape.edges[cell + 1])
         return np.clip(rng.normal((lo + hi) / 2, (hi - lo) / 6, size=n), lo, hi)
     return np.full(n, np.nan)
 
 
-def simulated_frame(schema: Schema, columns: list[str], n: int,
-                    rng: np.random.Generator) -> pd.DataFrame:
-    """A table of ``n`` simulated patients with ``columns`` (public schema only)."""
-    return pd.DataFrame({c: simulate_column(schema.column(c), n, rng) for c in columns})
+def simulated_frame(schema: Schema, columns: list[str], n: int, rng: np.random.Generator,
+                    shapes: dict[str, GroupScales] | None = None) -> pd.DataFrame:
+    """A table of ``n`` simulated patients with ``columns`` (public facts only)."""
+    shapes = shapes or {}
+    return pd.DataFrame({c: simulate_column(schema.column(c), n, rng, shapes.get(c))
+                         for c in columns})
 
 
 class RepeatedSource(PandasSource):
@@ -117,13 +124,13 @@ class RepeatedSource(PandasSource):
         return len(self.frame) * self.times
 
 
-def simulated_source(schema: Schema, columns: list[str], n: int,
-                     rng: np.random.Generator) -> RepeatedSource:
-    """About ``n`` simulated patients (public schema only): at most ``SIMULATED_ROWS``
+def simulated_source(schema: Schema, columns: list[str], n: int, rng: np.random.Generator,
+                     shapes: dict[str, GroupScales] | None = None) -> RepeatedSource:
+    """About ``n`` simulated patients (public facts only): at most ``SIMULATED_ROWS``
     drawn, each counted ``times`` times (n within ``times``/2, under 0.001 % of n past the
     cap); one row per simulated patient."""
     times = max(1, math.ceil(n / SIMULATED_ROWS))
-    frame = simulated_frame(schema, columns, max(1, round(n / times)), rng)
+    frame = simulated_frame(schema, columns, max(1, round(n / times)), rng, shapes)
     if schema.patient_column:
         frame[schema.patient_column] = np.arange(len(frame))
     return RepeatedSource(frame, times)
@@ -138,27 +145,44 @@ def _n_hat(plan: Any) -> int:
 def preview(releases, identity, req: ViewRequest, dataset) -> Preview:
     """The preview of ``req`` for ``identity`` (role already clamped into ``req``).
 
-    ``releases``: the ReleaseService (its ``plan`` and its ledger's ``quote``). Raises DPError
-    with a plain message when the view cannot be planned (e.g. a column without bounds).
-    Reads no row and draws nothing: an unpriced view gets an estimated price.
+    ``releases``: the ReleaseService (its ``plan``, ``calibrate`` and its ledger's ``quote``).
+    Raises DPError with a plain message when the view cannot be planned (e.g. a column
+    without bounds). Reads no row and draws nothing but the dataset version's reserved
+    calibration, once (``ReleaseService.calibrate``).
     """
     ledger = releases.ledger
     plan = releases.plan(identity, req, dataset=dataset)
+    if not isinstance(plan, PaperPlan):
+        releases.calibrate(dataset)
     quote: Quote = ledger.quote(plan, user=identity.user)
+    shapes = public_shapes(ledger, dataset, [req.x])
     if quote.missing_inputs and not quote.cached:
-        return _estimated(releases, identity, req, dataset, quote)
+        return _unpriced(releases, identity, req, dataset, quote, shapes)
     if quote.plan is None and not quote.cached:
         raise DPError("This view cannot be priced yet. Nothing was charged; please try again.")
     # already released to the role: the quote names no plan, build it to draw with
     release_plan = quote.plan if quote.plan is not None else _build(ledger, plan, dataset)
-    answer = _simulated_answer(plan, release_plan, req, dataset)
+    answer = _simulated_answer(plan, release_plan, req, dataset, shapes)
     cost = 0.0 if quote.cached else float(quote.cost)
     return Preview(answer=answer, cached=quote.cached, cost=cost, dp=release_plan.dp,
                    status=quote.status, refusal=None if quote.cached else quote.refusal)
 
 
+def public_shapes(ledger, dataset, columns: list[str]) -> dict[str, GroupScales]:
+    """The calibration's pooled pilot of each numeric column (public), for simulating it."""
+    out = {}
+    for name in columns:
+        spec = dataset.schema.column(name)
+        if not has_pilot(spec):
+            continue
+        pilot = ledger.internal(str(dataset.version), pilot_key(name))
+        if pilot is not None:
+            out[name] = pooled_scales(pilot, pilot_grid(spec), [1.0])
+    return out
+
+
 def _build(ledger, plan, dataset):
-    """The priced plan from the stored internal inputs (they exist once anything is served)."""
+    """The priced plan from the stored calibration (it exists once anything is served)."""
     inputs = {}
     for spec in plan.inputs:
         rel = ledger.internal(str(dataset.version), spec.key)
@@ -169,41 +193,29 @@ def _build(ledger, plan, dataset):
     return plan.build(inputs)
 
 
-def _estimated(releases, identity, req: ViewRequest, dataset, quote: Quote) -> Preview:
-    """The view planned and drawn on a simulated copy (its internal inputs included).
-
-    The simulated table has the public n̂ rows when the dataset version has one, else
-    ``FALLBACK_SIZE``; its inputs are computed from it, so nothing reads a private row.
-    """
+def _unpriced(releases, identity, req: ViewRequest, dataset, quote: Quote,
+              shapes: dict[str, GroupScales]) -> Preview:
+    """A grouping whose sizes nobody has priced: the chart drawn on a simulated copy (its
+    sizes simulated too) at the ε the simulated plan gives, and the exact price of pricing
+    the grouping with the most the view can then cost — no estimate of the view's price."""
     rng = np.random.default_rng(seed_for(req, dataset.schema))
     size = releases.public_size(dataset) or FALLBACK_SIZE
     columns = [req.x] + ([req.group] if req.group else [])
     simulated = SimpleNamespace(id=dataset.id, title=getattr(dataset, "title", ""),
                                 version=f"{dataset.version}|simulated", schema=dataset.schema,
-                                data=simulated_source(dataset.schema, columns, size, rng))
+                                data=simulated_source(dataset.schema, columns, size, rng,
+                                                      shapes))
     plan = releases.plan(identity, req, dataset=simulated)
     release_plan = plan.build({s.key: s.compute(s.epsilon, rng) for s in plan.inputs})
-    answer = _simulated_answer(plan, release_plan, req, simulated)
-    return Preview(answer=answer, cached=False, cost=float(release_plan.cost),
-                   dp=release_plan.dp, status=quote.status,
-                   refusal=_pricing_refusal(identity, dataset, quote), priced=False,
-                   pricing_loss=float(quote.loss_growth))
+    answer = _simulated_answer(plan, release_plan, req, simulated, shapes)
+    ceiling = float(DEFAULT_CEILINGS[req.tier])
+    return Preview(answer=answer, cached=False, cost=float(quote.cost), dp=release_plan.dp,
+                   status=quote.status, refusal=quote.refusal, priced=False,
+                   pricing_cost=float(quote.cost), bound=ceiling)
 
 
-def _pricing_refusal(identity, dataset, quote: Quote) -> str | None:
-    """Why pricing would be refused now: the dataset's cap (never for the owner)."""
-    st_ = quote.status.dataset
-    if identity.role is Role.OWNER or st_.cap is None or \
-            accountant.fits(st_.loss, quote.loss_growth, st_.cap):
-        return None
-    return (f"This view cannot be priced: drawing its grouping's DP group sizes needs "
-            f"ε = {quote.loss_growth:.3g} of dataset '{dataset.id}' (its cap on the total "
-            f"privacy loss, whoever asks), which has used {st_.loss:.3g} of {st_.cap:.3g}. "
-            "Nothing was charged. Previously released views stay available at no cost; only "
-            "the data owner can raise the cap.")
-
-
-def _simulated_answer(plan, release_plan, req: ViewRequest, dataset) -> ViewAnswer:
+def _simulated_answer(plan, release_plan, req: ViewRequest, dataset,
+                      shapes: dict[str, GroupScales]) -> ViewAnswer:
     """Run the view's own mechanism on simulated rows at the release's ε (nothing stored).
 
     Sound views are released from aggregates: the simulated table answers the view's own
@@ -214,11 +226,11 @@ def _simulated_answer(plan, release_plan, req: ViewRequest, dataset) -> ViewAnsw
     view = plan.view if isinstance(plan, PaperPlan) else plan   # paper mode wraps a view
     columns = [req.x] + ([req.group] if req.group else [])
     if isinstance(plan, PaperPlan):
-        frame = simulated_frame(schema, columns, _n_hat(view), rng)
+        frame = simulated_frame(schema, columns, _n_hat(view), rng, shapes)
         rows = st.inputs(req, frame, schema, histogram=view.figure == "histogram")
         compute = plan.compute(lambda: rows)
     else:
-        source = simulated_source(schema, columns, _n_hat(view), rng)
+        source = simulated_source(schema, columns, _n_hat(view), rng, shapes)
         agg = source.aggregate(with_bound(plan.query(), schema))
         compute = plan.compute(lambda: agg)
     tier = release_plan.key.tier

@@ -26,11 +26,12 @@ from dp_engine.rng import as_generator
 from services.data.sources.query import Aggregates
 from services.data.sources.resolve import aggregates, read_rows
 from services.identity.roles import Role
+from services.ledger.door import Ask
 from services.ledger.records import AccountStatus, Quote, Served
 from services.ledger.store import Ledger
 from services.views import statistics as st
 from services.views.answer import ViewAnswer
-from services.views.inputs import size_key, with_bound
+from services.views.inputs import calibration_specs, size_key, with_bound
 from services.views.niced import niced
 from services.views.offload import Offload
 from services.views.plans import PLANS, HistogramPlan, PaperPlan, ViewPlan, plan_for
@@ -50,6 +51,7 @@ class ReleaseService:
         self.ledger = ledger
         self._rng_factory = rng_factory
         self.offload = offload
+        self._calibrated: set[str] = set()
 
     def _rng(self) -> np.random.Generator:
         return as_generator(self._rng_factory())
@@ -60,45 +62,70 @@ class ReleaseService:
         ds = dataset if dataset is not None else self.registry.get(req.dataset_id)
         return plan_for(ds, req, identity.role, plan_store=self.ledger)
 
-    def answer(self, identity, req: ViewRequest, *, dataset=None) -> ViewAnswer:
+    def answer(self, identity, req: ViewRequest, *, dataset=None,
+               price: bool = False) -> ViewAnswer:
         """The answer to ``req`` for ``identity`` (role already clamped into ``req``).
 
-        ``dataset``: the registry entry when the caller already holds it (saves a lookup).
+        ``dataset``: the registry entry when the caller already holds it (saves a lookup);
+        ``price``: release the grouping's DP sizes too when nobody has (charged to the role),
+        else ``PricingNeeded`` says what they would cost.
         """
-        return self.answer_served(identity, req, dataset=dataset)[0]
+        return self.answer_served(identity, req, dataset=dataset, price=price)[0]
 
-    def answer_served(self, identity, req: ViewRequest, *,
-                      dataset=None) -> tuple[ViewAnswer, int | None]:
+    def answer_served(self, identity, req: ViewRequest, *, dataset=None,
+                      price: bool = False) -> tuple[ViewAnswer, int | None]:
         """``answer``, and the id of the stored release it is (None when a child process
         served it: look it up)."""
         ds = dataset if dataset is not None else self.registry.get(req.dataset_id)
         plan = self.plan(identity, req, dataset=ds)
         owner = identity.role is Role.OWNER
+        if not isinstance(plan, PaperPlan):
+            self.calibrate(ds)
         if self.offload is not None and not isinstance(plan, PaperPlan) \
                 and self.ledger.lookup(plan.key) is None:
-            offloaded = self._offloaded(identity, req, ds)
+            offloaded = self._offloaded(identity, req, ds, price)
             if offloaded is not None:
                 return (offloaded if owner else offloaded.without_truth()), None
+        served = self.ledger.release_all([self.ask(identity, plan, ds)], user=identity.user,
+                                         rng=self._rng, price=price)[0]
+        return self._with_status(served, owner), served.release_id
+
+    def ask(self, identity, plan: ViewPlan | PaperPlan, ds, channel: str = "explore") -> Ask:
+        """The door's request for ``plan``: its data seam and its publisher."""
+        owner = identity.role is Role.OWNER
         if isinstance(plan, PaperPlan):
-            rows = _row_reader(req, ds, histogram=isinstance(plan.view, HistogramPlan))
+            rows = _row_reader(plan.view.req, ds, histogram=isinstance(plan.view, HistogramPlan))
             compute, truth = plan.compute(rows), None
         else:
             read = _aggregate_reader(plan, ds)
             draw = plan.compute(read)
             compute = lambda eps, rng: niced(draw, eps, rng)   # noqa: E731 (uncached only)
             truth = (lambda: plan.truth(read())) if owner else None
-        served = self.ledger.release(plan, compute,
-                                     lambda p, rel: plan.publish(p, rel, truth),
-                                     user=identity.user, rng=self._rng)
-        return self._with_status(served, owner), served.release_id
+        return Ask(plan, compute, lambda p, rel: plan.publish(p, rel, truth), channel)
+
+    def answer_all(self, identity, reqs: list[ViewRequest], *, dataset, channel: str,
+                   price: bool = False) -> list[tuple[ViewAnswer, int]]:
+        """Several answers for ``identity``, all or nothing through one door call (e.g. the
+        figures of a published page); ``price``: release missing grouping sizes too,
+        charged to the same role."""
+        self.calibrate(dataset)
+        plans = [self.plan(identity, r, dataset=dataset) for r in reqs]
+        served = self.ledger.release_all([self.ask(identity, p, dataset, channel)
+                                          for p in plans], user=identity.user, rng=self._rng,
+                                         price=price)
+        owner = identity.role is Role.OWNER
+        return [(self._with_status(s, owner), s.release_id) for s in served]
 
     def quote(self, identity, req: ViewRequest, *, dataset=None) -> Quote:
         """What answering ``req`` would cost now; reads no row and spends nothing."""
-        return self.ledger.quote(self.plan(identity, req, dataset=dataset), user=identity.user)
+        ds = dataset if dataset is not None else self.registry.get(req.dataset_id)
+        self.calibrate(ds)
+        return self.ledger.quote(self.plan(identity, req, dataset=ds), user=identity.user)
 
     def quotes(self, identity, reqs: list[ViewRequest], *, dataset) -> list[Quote | Exception]:
         """``quote`` of each request from one read transaction; a request that cannot be
         planned or priced is its exception in the list."""
+        self.calibrate(dataset)
         plans: list = []
         for req in reqs:
             try:
@@ -110,16 +137,26 @@ class ReleaseService:
         return [p if isinstance(p, Exception) else next(got) for p in plans]
 
     def prepare(self, identity, req: ViewRequest, *, dataset=None) -> float:
-        """Draw the internal inputs ``req``'s exact price needs (its grouping's DP sizes and
-        pilot) that the dataset version lacks. They add to the dataset's total loss only,
-        never to a role's budget (the cap applies to non-owners). Returns the loss added."""
+        """Price ``req``'s grouping: release its DP group sizes (charged to the role, served
+        to it, public from then on) if nobody has. Returns the ε charged (0: already
+        public)."""
         ds = dataset if dataset is not None else self.registry.get(req.dataset_id)
-        added = 0.0
-        for spec in self.plan(identity, req, dataset=ds).inputs:
-            if self.ledger.internal(str(ds.version), spec.key) is None:
-                niced(self.ledger.release_internal, spec, dataset_id=str(ds.id),
-                      dataset_version=str(ds.version), payer=identity.role, rng=self._rng)
-                added += spec.epsilon
+        self.calibrate(ds)
+        specs = [s for s in self.plan(identity, req, dataset=ds).inputs if s.priced]
+        served = niced(self.ledger.price, specs, dataset_id=str(ds.id),
+                       dataset_version=str(ds.version), payer=identity.role,
+                       user=identity.user, rng=self._rng)
+        return sum(s.charged for s in served)
+
+    def calibrate(self, dataset) -> float:
+        """Make sure the dataset version's reserved calibration exists (drawn once, charged to
+        no role); returns the ε it added (0 when it was complete)."""
+        version = str(dataset.version)
+        if version in self._calibrated:
+            return 0.0
+        added = niced(self.ledger.calibrate, calibration_specs(dataset),
+                      dataset_id=str(dataset.id), dataset_version=version, rng=self._rng)
+        self._calibrated.add(version)
         return added
 
     def public_size(self, dataset) -> int | None:
@@ -134,10 +171,11 @@ class ReleaseService:
         return self.ledger.status(role=identity.role, dataset_id=dataset_id, user=identity.user)
 
     # ---- internals ----------------------------------------------------------------
-    def _offloaded(self, identity, req: ViewRequest, ds) -> ViewAnswer | None:
+    def _offloaded(self, identity, req: ViewRequest, ds, price: bool) -> ViewAnswer | None:
         """The child process's answer; None (answer inline) if it could not give one."""
         try:
-            return ViewAnswer.from_dict(self.offload.answer(identity, req, str(ds.version)))
+            return ViewAnswer.from_dict(self.offload.answer(identity, req, str(ds.version),
+                                                            price))
         except DPError:
             raise                       # a refusal is the answer, whoever computed it
         except Exception:               # noqa: BLE001 - a stale or broken child: inline

@@ -51,7 +51,7 @@ def toy_plan(key: str, *, role: Role = ROLE, eps: float | dict[int, float] = EPS
     tier = role.noise_factor if tier is None else tier
     per_tier = eps if isinstance(eps, dict) else dict.fromkeys(range(3), eps)
     return ReleasePlan(ReleaseKey(dataset, version, key, tier, role), per_tier, nestable,
-                       "toy mechanism", dp=dp, refine=toy_refine if nestable else None)
+                       "toy mechanism", dp=dp, join=toy_join if nestable else None)
 
 
 @dataclass(frozen=True)
@@ -71,8 +71,14 @@ def toy_release(eps: Any, _rng: Any = None, value: float = 41.5) -> ToyRelease:
     return ToyRelease(value, float(eps or 0.0))
 
 
-def toy_refine(parent: Any, eps: Any, _rng: Any) -> ToyRelease:
-    return ToyRelease(parent.value, float(eps), "toy mechanism (refined)")
+def toy_join(stored: Any, tier: int, eps: Any, compute: Any, rng: Any) -> ToyRelease:
+    """A toy tier joined to the stored ones: the value of the nearest stored tier (refined,
+    sharpened or bridged), else a fresh draw."""
+    if not stored:
+        return compute(max(eps, default=0.0), rng)
+    nearest = min(stored, key=lambda t: (abs(t - tier), t))
+    return ToyRelease(stored[nearest].value, float(max(eps, default=0.0)),
+                      "toy mechanism (joined)")
 
 
 def answer(payload: dict[str, Any]):

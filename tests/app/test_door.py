@@ -19,6 +19,7 @@ from services.identity.session import Identity
 from services.ledger.audit import check_invariants
 from services.ledger.policy import BudgetPolicy
 from services.ledger.store import Ledger
+from services.views.inputs import calibration_epsilon
 from services.views.queries import ViewRequest
 from services.views.releases import ReleaseService, new_rng_factory
 from tests.app.conftest import SessionAs
@@ -66,6 +67,9 @@ def test_owner_budget_grows_by_exactly_the_epsilon_the_panel_shows(client, explo
     shown = []
     for view, group in (("mean", "PIRADS score"), ("histogram", "PIRADS score"),
                         ("median", "Prostatitis")):
+        services_of(explore_app).releases.prepare(       # a new grouping's sizes, priced
+            Identity("test-owner", Role.OWNER, True),
+            ViewRequest("pirads", view, "Age", group, "sound", Role.OWNER))
         before = ledger.budget(role=Role.OWNER, dataset_id="pirads").spent
         reply = render(client, view=view, group=group)
         after = ledger.budget(role=Role.OWNER, dataset_id="pirads").spent
@@ -74,7 +78,11 @@ def test_owner_budget_grows_by_exactly_the_epsilon_the_panel_shows(client, explo
         assert _panel(reply, ids.PANEL_SPENT) == fmt(charged)          # what the panel says
         assert _panel(reply, ids.PANEL_EPSILON) == fmt(charged)        # the view's own ε
         shown.append(charged)
-    assert ledger.budget(role=Role.OWNER, dataset_id="pirads").spent == pytest.approx(sum(shown))
+    priced = sum(r.epsilon for r in ledger.releases(role=Role.OWNER)
+                 if r.query_key.startswith("internal:sizes:"))       # the groupings' sizes
+    assert priced == pytest.approx(0.5)
+    assert ledger.budget(role=Role.OWNER, dataset_id="pirads").spent == pytest.approx(
+        sum(shown) + priced)
     assert check_invariants(ledger) == []
 
 
@@ -85,7 +93,9 @@ def test_paper_mode_is_recorded_as_not_dp_and_charges_no_sound_budget(client, ex
     reply = render(client, view="mean", mechanism="paper")
     assert "Not differentially private as labelled" in reply.panel_text
     status = ledger.status(role=Role.OWNER, dataset_id="pirads", user="test-owner")
-    assert status.role.spent == 0.0 and status.dataset.loss == 0.0   # outside sound totals
+    calibration = calibration_epsilon(services_of(explore_app).registry.get("pirads"))
+    assert status.role.spent == 0.0                                   # outside sound totals
+    assert status.dataset.loss == pytest.approx(calibration)        # only the calibration
     row = ledger.releases(limit=1)[0]
     assert not row.dp and row.charged == 0.0
     assert status.dataset.unsound_loss == row.epsilon > 1.0          # lower bound, kept apart
@@ -151,8 +161,10 @@ def test_a_release_takes_at_most_two_transactions_and_a_cached_one_exactly_one(c
     owner, olivia = Identity("olga", Role.OWNER, True), Identity("olivia", Role.OWNER, True)
     carl = Identity("carl", Role.COLLABORATOR, True)
     grouped = ViewRequest("pirads", "histogram", "Age", "PIRADS score", "sound", Role.OWNER)
+    service.calibrate(service.registry.get("pirads"))   # once per dataset version
+    service.prepare(owner, grouped)                      # the grouping's sizes, priced
     transactions()
-    first = service.answer(owner, grouped)            # also releases the DP size n̂
+    first = service.answer(owner, grouped)
     assert not first.cached and transactions() <= 2
     assert service.answer(owner, grouped).cached and transactions() == 1
     assert service.answer(olivia, grouped).cached and transactions() == 1   # delivery logged
@@ -161,6 +173,8 @@ def test_a_release_takes_at_most_two_transactions_and_a_cached_one_exactly_one(c
     assert not service.answer(carl, as_collab).cached and transactions() <= 2  # refined tier
     for view, group in (("mean", None), ("median", "Prostatitis"), ("variance", "BPH")):
         req = ViewRequest("pirads", view, "Age", group, "sound", Role.OWNER)
+        service.prepare(owner, req)
+        transactions()
         shared = 2 if view == "median" else 0   # the box plot's plan: read, then stored
         assert not service.answer(owner, req).cached and transactions() <= 2 + shared
         assert service.answer(owner, req).cached and transactions() == 1
@@ -172,8 +186,9 @@ def test_many_quotes_take_one_transaction_and_equal_single_quotes(counted):
     service, transactions = counted
     ds = service.registry.get("pirads")
     carl = Identity("carl", Role.COLLABORATOR, True)
-    service.answer(carl, ViewRequest("pirads", "mean", "Age", "PIRADS score", "sound",
-                                     Role.COLLABORATOR))
+    mean = ViewRequest("pirads", "mean", "Age", "PIRADS score", "sound", Role.COLLABORATOR)
+    service.prepare(carl, mean)
+    service.answer(carl, mean)
     reqs = [ViewRequest("pirads", v, "Age", g, "sound", Role.COLLABORATOR)
             for v, g in (("mean", "PIRADS score"), ("histogram", "PIRADS score"),
                          ("median", "Prostatitis"), ("median", "Gleason score"))]
@@ -186,7 +201,9 @@ def test_many_quotes_take_one_transaction_and_equal_single_quotes(counted):
         (q.cached, q.cost, q.missing_inputs, q.refusal) for q in single]
     assert many[0].cached and many[1].cost > 0 and many[2].missing_inputs
     assert isinstance(many[4], DPError) and "numeric" in str(many[4])
-    assert [r.role for r in service.ledger.releases(role=Role.COLLABORATOR)] == ["collaborator"]
+    assert [r.query_key for r in service.ledger.releases(role=Role.COLLABORATOR)] == [
+        mean.query_key(ds.schema) + "|as=collaborator", "internal:sizes:PIRADS score|as="
+        "collaborator"]
     assert service.ledger.releases(role=Role.OWNER) == []
 
 
@@ -208,14 +225,12 @@ def test_a_view_quote_reads_no_row_spends_nothing_and_matches_the_charge(tmp_pat
     ds = service.registry.get("pirads")
     carl = Identity("carl", Role.COLLABORATOR, True)
     req = ViewRequest("pirads", "histogram", "Age", "PIRADS score", "sound", Role.COLLABORATOR)
+    service.calibrate(ds)               # the reserved calibration, once per version
     first = service.quote(carl, req, dataset=_NoRows(ds))
-    # the calibration it is planned from is not released yet: the DP sizes of PIRADS score
-    # and of all records, and the pooled pilot of Age
-    assert first.plan is None
-    assert first.missing_inputs == ("sizes:PIRADS score", "sizes:", "pilot:Age|")
-    assert service.public_size(ds) is None
-    service.answer(carl, ViewRequest("pirads", "mean", "Age", "PIRADS score", "sound",
-                                     Role.COLLABORATOR))              # releases both
+    # the grouping's DP sizes are not public yet: pricing them is what the quote names
+    assert first.plan is None and first.missing_inputs == ("sizes:PIRADS score",)
+    assert first.cost == pytest.approx(0.25)
+    service.prepare(carl, req, dataset=ds)
     quote = service.quote(carl, req, dataset=_NoRows(ds))
     before = service.status(carl, "pirads")
     assert quote.plan is not None and quote.refusal is None

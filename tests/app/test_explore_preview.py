@@ -65,6 +65,7 @@ def test_four_control_changes_preview_free_then_release_spends_the_shown_epsilon
              (ids.EX_VIEW, {"view": "variance", "group": "PIRADS score"}),
              (ids.EX_GROUP, {"view": "variance", "group": "Prostatitis"})]
     ledger = _services(collaborator).ledger
+    preview(client, ids.EX_VIEW, **COLLAB, view="mean", group="none")   # calibration, once
     loss_before = ledger.dataset_loss("pirads")
     for changed, values in steps:
         reply = preview(client, changed, **COLLAB, **values)
@@ -73,25 +74,29 @@ def test_four_control_changes_preview_free_then_release_spends_the_shown_epsilon
         text = json.dumps(reply.body, ensure_ascii=False).lower()
         assert "preview — simulated, not your patients" in text
         assert "PREVIEW" in reply.figures()[0]["layout"]["title"]["text"]
-        # never priced yet: an estimate, and a deliberate pricing step
-        assert reply.release_label.startswith("Price this view"), reply.release_label
-        assert "estimate" in reply.panel_text
+        assert "estimate" not in reply.panel_text     # an exact price, never a guess
+        if values["group"] == "none":                 # its exact price at once
+            assert reply.release_label.startswith("Release (ε "), reply.release_label
+        else:   # a grouping nobody priced: pricing it is an exact, deliberate step
+            assert reply.release_label == "Price this grouping (ε 0.25)"
+            assert "at most ε 2" in reply.panel_text   # the view's bound: the ceiling
         assert "Budget after this release" in reply.panel_text
         assert _spent(collaborator) == (0.0, 0.0)
         assert ledger.dataset_loss("pirads") == loss_before   # previews draw nothing at all
     priced = price(client, **COLLAB, **steps[-1][1])
     assert PRICED in priced.text and priced.preview
     assert priced.release_label.startswith("Release (ε "), priced.release_label
-    assert _spent(collaborator) == (0.0, 0.0)                   # pricing: dataset loss only
-    assert ledger.dataset_loss("pirads") > loss_before
+    assert _spent(collaborator) == (0.25, 0.25)        # pricing: the sizes, from the budget
+    assert ledger.dataset_loss("pirads") == pytest.approx(loss_before + 0.25)
     shown = _cost(priced.release_label)
     released = render(client, **COLLAB, **steps[-1][1])
     assert not released.preview and released.figures()
     role_spent, user_spent = _spent(collaborator)
-    assert role_spent == user_spent and fmt(role_spent) == shown     # as shown, 3 digits
-    (rel,) = ledger.releases(dataset_id="pirads")
+    assert role_spent == user_spent and fmt(role_spent - 0.25) == shown   # as shown
+    rel, sizes = ledger.releases(dataset_id="pirads")
+    assert sizes.query_key.startswith("internal:sizes:Prostatitis")
     assert released.release_ids() == [str(rel.id)]
-    assert rel.epsilon == role_spent
+    assert rel.epsilon == pytest.approx(role_spent - 0.25)
     # My releases lists it; reopening is free and sets the controls to it
     options = released.reopen_options()
     assert [o["value"] for o in options] == [str(rel.id)]
@@ -207,21 +212,27 @@ def test_presets_release_in_one_click_and_the_control_follows_the_screen(collabo
     from services.views import inputs, plan_store
 
     monkeypatch.setattr(inputs, "_plans", {})     # this test's plans only (one per ledger)
+    asked = preset(client, "fig3", **COLLAB)      # its grouping is not priced yet
+    assert asked.preview and "Price this grouping" in asked.text and _spent(collaborator) == (
+        0.0, 0.0)
+    labels = {o["value"]: o["label"] for o in asked.prop(ids.EX_PRESET, "options")}
+    assert "price its grouping first (ε 0.25)" in labels["fig4"]
+    price(client, **COLLAB, view="mean", group="PIRADS score")
     chosen = preset(client, "fig3", **COLLAB)
     assert chosen.figures() and not chosen.preview, chosen.message
     assert chosen.prop(ids.EX_VIEW, "value") == "mean"
     spent, _ = _spent(collaborator)
-    assert spent > 0
+    assert spent > 0.25
     labels = {o["value"]: o["label"] for o in chosen.prop(ids.EX_PRESET, "options")}
     assert "released: opens free" in labels["fig3"]
-    assert "cost shown once priced" in labels["fig4"]         # its inputs are not drawn yet
     free = preview(client, ids.EX_VIEW, **COLLAB, view="median", group="Prostatitis")
     labels = {o["value"]: o["label"] for o in free.prop(ids.EX_PRESET, "options")}
-    assert "cost shown once priced" in labels["fig4"]         # a preview draws nothing
+    assert "price its grouping first" in labels["fig4"]         # a preview draws nothing
     priced = price(client, **COLLAB, view="median", group="Prostatitis")
     labels = {o["value"]: o["label"] for o in priced.prop(ids.EX_PRESET, "options")}
     assert re.search(r"· ε [0-9.]+$", labels["fig4"]), labels["fig4"]
-    assert _spent(collaborator)[0] == spent
+    spent += 0.25                                   # pricing Prostatitis took its sizes
+    assert _spent(collaborator)[0] == pytest.approx(spent)
     # a screen of answers the role has never plans a quantile view for a label: it reads
     # the plan another worker stored, or says the price is shown when chosen
     real = inputs.sound.plan_tiers
@@ -256,7 +267,7 @@ def test_presets_release_in_one_click_and_the_control_follows_the_screen(collabo
     # re-selecting re-applies it (free: already released)
     again = preset(client, "fig3", **COLLAB, view="histogram")
     assert again.prop(ids.EX_VIEW, "value") == "mean" and again.figures()
-    assert _spent(collaborator)[0] == spent
+    assert _spent(collaborator)[0] == pytest.approx(spent)
 
 
 def test_a_preset_that_cannot_render_in_paper_mode_says_so(client):

@@ -111,27 +111,37 @@ def test_cache_hits_are_logged_as_deliveries_to_whoever_received_them(make_ledge
 def test_served_copies_are_per_paying_role_and_tiers_are_shared(make_ledger):
     led = make_ledger()
     owner = charge(led, role=Role.OWNER, tier=1, eps=0.4)   # the owner previewing tier 1
+    assert owner.loss_added == 0.0           # the owner's own answer is not a disclosure
     collab = charge(led, role=Role.COLLABORATOR, eps=0.4, answer_={"value": 2.0})
     assert not collab.cached and collab.release_id != owner.release_id
-    assert collab.loss_added == 0.0          # tier 1 was already drawn: no new loss
+    assert collab.loss_added == 0.4          # tier 1 reaches another role: now it counts
     assert collab.charged == 0.4 and spent(led) == 0.4 and spent(led, Role.OWNER) == 0.4
     other_version = charge(led, version="v2", eps=0.4)
     assert not other_version.cached and other_version.loss_added == 0.4
     assert led.dataset_loss("ds") == 0.8 and check_invariants(led) == []
 
 
-def test_nested_tiers_count_the_least_noisy_tier_once(make_ledger):
+def test_tiers_are_drawn_lazily_and_the_chain_costs_its_least_noisy_disclosed_tier(make_ledger):
+    """A third party asks first: only its own tier is drawn (never the owner's). The
+    collaborator's tier then joins the chain and the dataset's loss grows by the difference,
+    so the pair costs what the less noisy tier costs (gradual release), not the sum."""
     led = make_ledger()
     eps = {0: 0.4, 1: 0.2, 2: 0.1}
     third = charge(led, "n", role=Role.THIRD_PARTY, eps=eps, nestable=True)
-    assert third.charged == 0.1 and third.loss_added == 0.4   # tier 0 drawn, 1 and 2 refined
+    assert third.charged == 0.1 and third.loss_added == pytest.approx(0.1)
+    assert [t.tier for t in led.internal_releases()] == [2]
     collab = charge(led, "n", eps=eps, nestable=True)
-    assert collab.charged == 0.2 and collab.loss_added == 0.0
-    tiers = sorted((t.tier, t.dataset_loss, t.refined_from) for t in led.internal_releases())
-    assert tiers == [(0, 0.4, None), (1, 0.0, 0), (2, 0.0, 1)]
+    assert collab.charged == 0.2 and collab.loss_added == pytest.approx(0.1)
+    owner = charge(led, "n", role=Role.OWNER, eps=eps, nestable=True)
+    assert owner.charged == 0.4 and owner.loss_added == 0.0      # not a disclosure
+    tiers = {t.tier: (t.drawn, t.dataset_loss, t.disclosed_at is not None)
+             for t in led.internal_releases()}
+    assert tiers == {2: ("fresh", pytest.approx(0.1), True),
+                     1: ("sharpened", pytest.approx(0.1), True),
+                     0: ("sharpened", 0.0, False)}
     box = charge(led, "box", role=Role.THIRD_PARTY, eps=eps)  # not nestable: its own draw
     assert box.loss_added == 0.1
-    assert led.dataset_loss("ds") == pytest.approx(0.5) and check_invariants(led) == []
+    assert led.dataset_loss("ds") == pytest.approx(0.3) and check_invariants(led) == []
 
 
 def test_exceeding_the_budget_refuses_with_spent_and_remaining_and_records_nothing(make_ledger):
@@ -169,7 +179,7 @@ def test_budgets_are_per_role_and_dataset_and_owner_is_unlimited(make_ledger):
         charge(led, "c", eps=0.01, dataset="ds1")
     for i in range(3):
         charge(led, f"o{i}", eps=100.0, role=Role.OWNER, tier=0)
-    assert led.dataset_loss("ds") == 300.0   # past the cap: the owner is never refused by it
+    assert led.dataset_loss("ds") == 0.0     # the owner's own answers are not disclosures
     owner = led.budget(role=Role.OWNER, dataset_id="ds")
     assert owner.limit is None and owner.remaining is None and owner.spent == 300.0
     assert led.budget(role=Role.COLLABORATOR, dataset_id="ds2").remaining == 0.0
@@ -182,9 +192,9 @@ def test_dataset_loss_is_a_per_dataset_total(make_ledger):
     led = make_ledger()
     eps = {0: 0.4, 1: 0.2, 2: 0.1}
     charge(led, "a", role=Role.OWNER, eps=eps, nestable=True)
-    charge(led, "a", eps=eps, nestable=True)  # a noisier tier of the same query adds nothing
+    charge(led, "a", eps=eps, nestable=True)  # tier 1 refined from the owner's, disclosed
     charge(led, "b", eps=0.3, dataset="other", version="o1")
-    assert led.dataset_loss("ds") == pytest.approx(0.4)
+    assert led.dataset_loss("ds") == pytest.approx(0.2)
     assert led.dataset_loss("other") == pytest.approx(0.3)
     assert led.dataset_loss("unknown") == 0.0
 
@@ -376,7 +386,7 @@ def test_a_schema_2_ledger_is_migrated_so_its_books_add_up(backend):
     engine = sa.create_engine(url)
     table = f'"{schema}".ledger_meta' if schema else "ledger_meta"
     with engine.begin() as conn:
-        assert conn.execute(sa.text(f"SELECT value FROM {table}")).scalar_one() == "3"
+        assert conn.execute(sa.text(f"SELECT value FROM {table}")).scalar_one() == "4"
         conn.execute(sa.text(f"UPDATE {table} SET value = '99'"))
     engine.dispose()
     with pytest.raises(RuntimeError, match="newer version"):

@@ -87,7 +87,7 @@ def tier_noise(tmp_path_factory):
         registry.bump(i)
         for role in (Role.OWNER, Role.COLLABORATOR, Role.THIRD_PARTY):
             req = ViewRequest("toy", "histogram", "BPH", None, "sound", role)
-            service.answer(who, req)
+            service.answer(who, req, price=True)
             rel = ledger.tier(f"v{i}", req.query_key(registry.ds.schema), role.noise_factor)
             noise[role.noise_factor].append(float(np.ravel(rel.noisy["count"])[0]) - TRUE_COUNT)
             scales[role.noise_factor] = float(np.ravel(rel.scales["count"])[0])  # one group

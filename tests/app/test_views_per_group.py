@@ -88,7 +88,7 @@ def test_unbalanced_groups_are_withheld_or_within_their_stated_interval(tmp_path
         service = _service(tmp_path, ds, seed=100 + version, name=f"l{version}")
         for role in ROLES:
             ans = service.answer(OWNER, ViewRequest("unbalanced", "mean", "Age", "G", "sound",
-                                                    role))
+                                                    role), price=True)
             lo_band, hi_band = band(role.noise_factor)
             for g, key in enumerate(ans.groups):
                 value = ans.values[g][0]
@@ -134,7 +134,7 @@ def test_every_shown_group_of_a_paper_preset_is_in_its_band(cohort_service, pres
     p = PRESETS[preset]
     for role in ROLES:
         ans = cohort_service.answer(OWNER, ViewRequest("pirads", p.view, p.x, p.group, "sound",
-                                                       role))
+                                                       role), price=True)
         lo, hi = band(role.noise_factor)
         stated = [e for e in ans.group_expected_relative_error if e is not None]
         assert stated, (preset, role)                       # some group is shown
@@ -170,7 +170,7 @@ def test_the_ledger_charges_exactly_the_epsilon_the_panel_shows(cohort_service):
     carl = Identity("carl", Role.COLLABORATOR, True)
     before = cohort_service.status(carl, "pirads").role.spent
     req = ViewRequest("pirads", "mean", "Age", "Prostatitis", "sound", Role.COLLABORATOR)
-    ans = cohort_service.answer(carl, req)
+    ans = cohort_service.answer(carl, req, price=True)
     stored = max(cohort_service.ledger.releases(), key=lambda r: r.id)
     assert not ans.cached
     assert ans.epsilon_charged == stored.epsilon == ans.epsilon
@@ -179,7 +179,7 @@ def test_the_ledger_charges_exactly_the_epsilon_the_panel_shows(cohort_service):
     card = panel(ans, Role.COLLABORATOR)
     assert _text(card, ids.PANEL_EPSILON) == fmt(ans.epsilon)
     assert _text(card, ids.PANEL_SPENT) == fmt(ans.epsilon_charged)
-    again = cohort_service.answer(carl, req)
+    again = cohort_service.answer(carl, req, price=True)
     assert again.cached and again.epsilon_charged == 0.0
     assert cohort_service.status(carl, "pirads").role.spent == pytest.approx(ans.budget_spent)
 
@@ -211,8 +211,8 @@ def test_a_duckdb_dataset_answers_as_its_in_memory_copy(tmp_path):
     duck = _Dataset("unbalanced", "Unbalanced", "v1", None, schema, data=DuckDBSource(parquet))
     for view in ("histogram", "mean", "variance", "median"):
         req = ViewRequest("unbalanced", view, "Age", "G", "sound", Role.COLLABORATOR)
-        a = _service(tmp_path, memory, seed=5, name=f"mem-{view}").answer(OWNER, req)
-        b = _service(tmp_path, duck, seed=5, name=f"duck-{view}").answer(OWNER, req)
+        a = _service(tmp_path, memory, seed=5, name=f"mem-{view}").answer(OWNER, req, price=True)
+        b = _service(tmp_path, duck, seed=5, name=f"duck-{view}").answer(OWNER, req, price=True)
         for name in ("values", "ci_low", "ci_high", "group_epsilon", "withheld",
                      "group_expected_error", "group_realized_noise_percent", "n_estimate"):
             assert getattr(a, name) == getattr(b, name), (view, name)
@@ -226,7 +226,7 @@ def test_withheld_groups_are_labelled_gaps_in_every_figure(tmp_path):
     service = _service(tmp_path, ds, seed=2)
     for view in ("histogram", "mean", "median"):
         ans = service.answer(OWNER, ViewRequest("unbalanced", view, "Age", "G", "sound",
-                                                Role.THIRD_PARTY))
+                                                Role.THIRD_PARTY), price=True)
         assert ans.withheld[0], view                          # the 5-record group
         fig = json.dumps(build(ans))
         assert "withheld: too few patients to show at this noise level" in fig, view
@@ -254,7 +254,7 @@ def test_a_patient_bound_keeps_k_rows_and_scales_the_noise_with_k(tmp_path):
     ds = _Dataset("visits", "Visits", "v1", frame, schema)
     service = _service(tmp_path, ds, seed=9)
     req = ViewRequest("visits", "histogram", "Age", "G", "sound", Role.OWNER)
-    ans = service.answer(OWNER, req)
+    ans = service.answer(OWNER, req, price=True)
     assert ans.privacy_unit == "patient" and ans.contribution == 2
     assert "per patient: at most 2 rows" in ans.sensitivity
     card = json.dumps(panel(ans, Role.OWNER).to_plotly_json(), default=str)
@@ -268,7 +268,7 @@ def test_a_patient_bound_keeps_k_rows_and_scales_the_noise_with_k(tmp_path):
     assert abs(noisy_total - len(kept)) < abs(noisy_total - len(frame))
     per_row = _Dataset("visits", "Visits", "v2", frame,
                        Schema("visits", schema.columns, confirmed=True))
-    plain = _service(tmp_path, per_row, seed=9, name="rows").answer(OWNER, req)
+    plain = _service(tmp_path, per_row, seed=9, name="rows").answer(OWNER, req, price=True)
     assert plain.privacy_unit == "row" and plain.contribution == 1
     assert "per row" in plain.sensitivity
     assert "per row: the table names no patient column" in json.dumps(
@@ -284,6 +284,7 @@ def test_a_source_that_cannot_bound_patients_refuses_plainly(tmp_path):
     ds = _Dataset("visits", "Visits", "v1", None, schema, data=DuckDBSource(parquet))
     service = _service(tmp_path, ds, seed=1)
     with pytest.raises(DPError, match="per patient"):
-        service.answer(OWNER, ViewRequest("visits", "mean", "Age", "G", "sound", Role.OWNER))
+        service.answer(OWNER, ViewRequest("visits", "mean", "Age", "G", "sound", Role.OWNER),
+                       price=True)
     assert service.ledger.releases() == []
     ds.data.close()
