@@ -10,8 +10,6 @@ release id names a stored release only if it belongs to the session's role.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
 import weakref
 from dataclasses import dataclass, field, replace
@@ -35,20 +33,16 @@ from layouts.explore.rendered import RenderCache
 from services.container import Services
 from services.identity import access
 from services.identity.roles import Role
-from services.ledger.door import PricingNeeded
-from services.ledger.plan import INTERNAL_PREFIX
 from services.ledger.records import StoredRelease
-from services.views import report
+from services.session import ScreenRead, Session
 from services.views.answer import ViewAnswer
-from services.views.inputs import PlanPending, known_plans_only
+from services.views.inputs import PlanPending
 from services.views.preview import preview
 from services.views.queries import PRESETS, Preset, ViewRequest, parse_request
 
 log = logging.getLogger(__name__)
 ROW = "explore-row"
 CONTROLS = ("view", "x", "group", "role", "mechanism", "compare")
-SCAN_LIMIT = 2000
-"""Newest releases of a dataset scanned for the role's own (My releases, reopen, export)."""
 _RENDERED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 """Each app's drawn stored releases (``layouts/explore/rendered.py``), keyed by its ledger."""
 
@@ -141,46 +135,26 @@ def matching_preset(identity, key: Any, c: dict[str, Any]) -> str | None:
     return key if same and c.get("compare") is not True else None
 
 
-# ---- what the ledger holds for this role -------------------------------------------------
+# ---- the role's lists (from the screen's one read) ---------------------------------------
 
-def role_releases(services: Services, identity, dataset_id: str) -> list[StoredRelease]:
-    """The session role's served releases on ``dataset_id``, newest first."""
-    return [r for r in services.ledger.releases(dataset_id=dataset_id, role=identity.role,
-                                                limit=SCAN_LIMIT)
-            if not r.query_key.startswith(INTERNAL_PREFIX)]    # views, not group sizes
-
-
-def owned_release(services: Services, identity, release_id: Any) -> StoredRelease | None:
-    """The stored release ``release_id`` if the session's role paid for it, else None."""
-    text = str(release_id)
-    if not text.isdigit() or len(text) > 18:
-        return None
-    rel = services.ledger.served(int(text))
-    return rel if rel is not None and rel.role == identity.role.value else None
-
-
-def _preset_options(services: Services, identity, ds, c: dict[str, Any], *,
-                    cached: bool = False) -> list[dict]:
-    """Each preset with what choosing it would cost now (or why it cannot be chosen), all
-    quoted from one ledger read.
-
-    ``cached`` (a screen of answers the role has): a quantile preset this process has not
-    planned yet says its price is shown when chosen, instead of planning it (about a second
-    of CPU) for a label."""
-    reqs: list[ViewRequest | None] = []
+def preset_requests(identity, ds, c: dict[str, Any]) -> list[ViewRequest | None]:
+    """The request each preset would make from controls ``c`` (None: not on this dataset)."""
+    out: list[ViewRequest | None] = []
     for p in PRESETS.values():
         want, _ = preset_controls(identity, p, {**c, "dataset": ds.id})
         try:
             (req,) = _requests(identity, ds, {**want, "compare": False})
         except DPError:
             req = None
-        reqs.append(req)
-    asked = [r for r in reqs if r is not None]
-    with known_plans_only() if cached else contextlib.nullcontext():
-        got = iter(services.releases.quotes(identity, asked, dataset=ds))
+        out.append(req)
+    return out
+
+
+def preset_options(quotes: list[Any], served: set[str] = frozenset()) -> list[dict]:
+    """Each preset with what choosing it would cost now (or why it cannot be chosen), from
+    the quotes the screen read; ``served``: presets answered by this very screen."""
     out = []
-    for (key, p), req in zip(PRESETS.items(), reqs, strict=True):
-        quote = next(got) if req is not None else DPError("not a request")
+    for (key, p), quote in zip(PRESETS.items(), quotes, strict=True):
         if isinstance(quote, PlanPending):
             out.append({"label": f"{p.label} · price shown when chosen", "value": key})
             continue
@@ -190,7 +164,7 @@ def _preset_options(services: Services, identity, ds, c: dict[str, Any], *,
             continue
         if isinstance(quote, Exception):
             raise quote
-        if quote.cached:
+        if quote.cached or key in served:
             cost = "released: opens free"
         elif quote.plan is None:
             cost = f"price its grouping first (ε {quote.cost:.3g})"
@@ -202,16 +176,12 @@ def _preset_options(services: Services, identity, ds, c: dict[str, Any], *,
     return out
 
 
-# ---- the three ways to fill the screen ---------------------------------------------------
+def _look(session: Session, ds, reqs: list[ViewRequest], c: dict[str, Any]) -> ScreenRead:
+    """The screen's one read: its requests, the presets' prices, the role's releases."""
+    return session.look(ds, reqs, presets=preset_requests(session.identity, ds, c))
 
-def _released_answer(services: Services, identity, ds, req: ViewRequest) -> tuple[ViewAnswer,
-                                                                                  int | None]:
-    ans, rid = services.releases.answer_served(identity, req, dataset=ds)
-    if rid is None:                 # a child process served it: find the stored release
-        stored = services.ledger.lookup(services.releases.plan(identity, req, dataset=ds).key)
-        rid = None if stored is None else stored.id
-    return ans, rid
 
+# ---- the ways to fill the screen ---------------------------------------------------------
 
 def _released_chart(services: Services, a: ViewAnswer, rid: int | None, granted: Role,
                     index: int | str) -> Any:
@@ -248,40 +218,33 @@ def _released_screen(services: Services, answers: list[tuple[ViewAnswer, int | N
                   release_disabled=True, note=note)
 
 
-def release_screen(services: Services, identity, ds, reqs: list[ViewRequest]) -> Screen:
-    """Spend through the ledger's door (free for what the role already has)."""
-    answers = [_released_answer(services, identity, ds, r) for r in reqs]
-    return _released_screen(services, answers, identity.role)
+def release_screen(services: Services, session: Session, ds,
+                   reqs: list[ViewRequest]) -> tuple[Screen, list[StoredRelease]]:
+    """Spend through the ledger's door, all or nothing (free for what the role has)."""
+    answers = session.serve(ds, reqs)
+    return (_released_screen(services, [(a, rid) for a, rid, _ in answers], session.role),
+            [row for _, _, row in answers if row is not None])
 
 
-def priced(services: Services, identity, ds, reqs: list[ViewRequest]) -> bool:
-    """Whether every request's exact price is known (its grouping's sizes are public)."""
-    return not any(q.missing_inputs for q in services.releases.quotes(identity, reqs,
-                                                                      dataset=ds)
-                   if not isinstance(q, Exception))
-
-
-def price_screen(services: Services, identity, ds, reqs: list[ViewRequest]) -> Screen:
+def price_screen(services: Services, session: Session, ds, reqs: list[ViewRequest],
+                 c: dict[str, Any]) -> tuple[Screen, ScreenRead]:
     """The deliberate pricing step: release the grouping's DP sizes (charged to the role,
     public from then on), then preview again with the exact price."""
-    charged = services.releases.prepare(identity, reqs[0], dataset=ds)
-    screen = preview_screen(services, identity, ds, reqs)
+    charged = session.price(ds, reqs[0])
+    look = _look(session, ds, reqs, c)
+    screen = preview_screen(services, session, ds, look)
     if screen.note and not screen.release_disabled:
         screen.note = (f"Priced: this grouping's DP group sizes were released to your role "
                        f"(ε {charged:.3g} from your budget, public from now on). Release "
                        "spends exactly the price shown.")
-    return screen
+    return screen, look
 
 
-def preview_screen(services: Services, identity, ds, reqs: list[ViewRequest]) -> Screen:
-    """A free preview with the release's price; a view the role already has opens at once
-    (before anything is simulated)."""
-    if all(services.ledger.lookup(services.releases.plan(identity, r, dataset=ds).key)
-           is not None for r in reqs):
-        return release_screen(services, identity, ds, reqs)
-    shown = [preview(services.releases, identity, r, ds) for r in reqs]
-    if all(p.cached for p in shown):
-        return release_screen(services, identity, ds, reqs)
+def preview_screen(services: Services, session: Session, ds, look: ScreenRead) -> Screen:
+    """A free preview with the release's price, from the screen's one read."""
+    shown = [preview(services.releases, session.identity, r, ds, plan=p, quote=q,
+                     internals=look.internals)
+             for r, p, q in zip(look.requests, look.plans, look.quotes, strict=True)]
     if len(shown) > 1:
         graphs = [previews.banner(),
                   dbc.Row([dbc.Col(_graph(previews.mark(build(p.answer, compact=True)),
@@ -293,39 +256,30 @@ def preview_screen(services: Services, identity, ds, reqs: list[ViewRequest]) ->
         row = ROW
     refusal = previews.refusal(shown)
     note = refusal or "Nothing spent yet: the chart is a simulated preview."
-    return Screen(graphs=graphs, panel=previews.panel(shown, identity.role), row=row,
+    return Screen(graphs=graphs, panel=previews.panel(shown, session.role), row=row,
                   release_label=previews.release_label(shown),
                   release_disabled=refusal is not None, note=note)
 
 
-def reopen_screen(services: Services, identity, rel: StoredRelease) -> Screen:
-    """A stored release shown again, free (the delivery is logged), controls set to it."""
-    status = services.releases.status(identity, rel.dataset_id)
+def reopen_screen(services: Services, session: Session, rel: StoredRelease,
+                  status) -> Screen:
+    """A stored release shown again, free (its delivery logged), controls set to it."""
     ans = replace(ViewAnswer.from_dict(rel.answer), cached=True, epsilon_charged=0.0,
                   budget_limit=status.role.limit, budget_spent=status.role.spent,
                   budget_remaining=status.role.remaining, user_limit=status.user.limit,
                   user_spent=status.user.spent, dataset_loss=status.dataset.loss,
                   dataset_cap=status.dataset.cap)
-    if not access.is_owner(identity):
+    if not access.is_owner(session.identity):
         ans = ans.without_truth()       # every field computed from true values, not one
-    services.ledger.log_delivery(rel.id, user=identity.user, role=identity.role,
-                                 channel="explore-reopen")
-    screen = _released_screen(services, [(ans, rel.id)], identity.role)
+    screen = _released_screen(services, [(ans, rel.id)], session.role)
     screen.controls = {"view": ans.view, "x": ans.x, "group": ans.group or "none",
-                       "role": access.viewing_role(identity.role, ans.role).value,
+                       "role": access.viewing_role(session.role, ans.role).value,
                        "mechanism": ans.mechanism, "compare": False}
     screen.note = f"Reopened release #{rel.id} free."
     return screen
 
 
 # ---- the one screen callback -------------------------------------------------------------
-
-def _fill_lists(services: Services, identity, ds, c: dict[str, Any], screen: Screen,
-                cached: bool) -> None:
-    screen.preset_options = _preset_options(services, identity, ds, c, cached=cached)
-    screen.reopen_options = release_options(identity.user,
-                                            role_releases(services, identity, ds.id))
-
 
 def explore(services: Services, trigger: Any, preset: Any, c: dict[str, Any],
             reopen: Any = None) -> Screen:
@@ -336,26 +290,24 @@ def explore(services: Services, trigger: Any, preset: Any, c: dict[str, Any],
     worker's GIL; a screen of answers the role already has is served here."""
     identity = services.identity.current()
     offload = services.releases.offload
-    try:
-        ds = _computing(services, identity, trigger, preset, c)
-        cached = ds is None
-    except Exception:                # noqa: BLE001 - e.g. the ledger unreachable: the
-        log.warning("Explore screen not classified", exc_info=True)   # screen says so
-        ds, cached = None, False
-    if offload is not None and ds is not None:
+    if offload is not None and trigger != ids.EX_REOPEN:
         try:
-            return offload.call(screen_for, identity, ds.id, str(ds.version), trigger,
-                                preset, c, reopen)
-        except Exception:            # noqa: BLE001 - a stale or broken child: draw it here
-            log.warning("Explore screen not offloaded; drawn inline", exc_info=True)
-    return screen_for(services, identity, trigger, preset, c, reopen, cached=cached)
+            ds = _computing(services, identity, trigger, preset, c)
+        except Exception:            # noqa: BLE001 - e.g. the ledger unreachable: the
+            log.warning("Explore screen not classified", exc_info=True)   # screen says so
+            ds = None
+        if ds is not None:
+            try:
+                return offload.call(screen_for, identity, ds.id, str(ds.version), trigger,
+                                    preset, c, reopen)
+            except Exception:        # noqa: BLE001 - a stale or broken child: draw it here
+                log.warning("Explore screen not offloaded; drawn inline", exc_info=True)
+    return screen_for(services, identity, trigger, preset, c, reopen)
 
 
 def _computing(services: Services, identity, trigger: Any, preset: Any, c: dict[str, Any]):
     """The dataset if this screen computes something (a preview, pricing, a fresh release),
-    else None: a reopen, a bad request (its message is cheap) or answers the role has."""
-    if trigger == ids.EX_REOPEN:
-        return None
+    else None: a bad request (its message is cheap) or answers the role has."""
     try:
         ds = _dataset(services, identity, c.get("dataset"))
         if trigger == ids.EX_DATASET:
@@ -363,51 +315,65 @@ def _computing(services: Services, identity, trigger: Any, preset: Any, c: dict[
         if trigger == ids.EX_PRESET and isinstance(preset, str) and preset in PRESETS:
             c, _ = preset_controls(identity, PRESETS[preset], c)
         reqs = _requests(identity, ds, c)
-        plans = [services.releases.plan(identity, r, dataset=ds) for r in reqs]
+        session = Session(services, identity)
+        quotes = services.ledger.quotes([session.plan(ds, r) for r in reqs],
+                                        user=identity.user)
     except DPError:
         return None
-    return None if all(services.ledger.lookup(p.key) is not None for p in plans) else ds
+    return None if all(getattr(q, "cached", False) for q in quotes) else ds
 
 
 def screen_for(services: Services, identity, trigger: Any, preset: Any, c: dict[str, Any],
-               reopen: Any = None, *, cached: bool = False) -> Screen:
-    """The screen for ``identity`` (from the session) and the untrusted controls ``c``;
-    ``cached``: ``explore`` found the screen computes nothing (every request is a stored
-    answer of the role, a reopen, or a bad request), so no pricing check is needed and the
-    labels never plan (``_preset_options``)."""
+               reopen: Any = None) -> Screen:
+    """The screen for ``identity`` (from the session) and the untrusted controls ``c``.
+
+    One read (``Session.look``) gives everything shown; a screen of answers the role has then
+    logs its deliveries in one more transaction, a fresh release spends through the door
+    (two), and the lists under the chart are the read's, brought up to date."""
     screen = Screen()
+    session = Session(services, identity)
     try:
         ds = _dataset(services, identity, c.get("dataset"))
+        served: set[str] = set()
         if trigger == ids.EX_REOPEN:
-            rel = owned_release(services, identity, reopen)
-            if rel is None or rel.dataset_id != ds.id:
+            rel = session.reopen(reopen, dataset_id=ds.id)
+            if rel is None:
                 raise DPError("That release is not one of your role's on this dataset.")
-            screen = reopen_screen(services, identity, rel)
+            look = _look(session, ds, [], c)
+            screen = reopen_screen(services, session, rel, look.status)
             screen.preset = None
-        elif trigger == ids.EX_PRESET and isinstance(preset, str) and preset in PRESETS:
-            c, notes = preset_controls(identity, PRESETS[preset], c)
-            reqs = _requests(identity, ds, c)
-            try:
-                screen = release_screen(services, identity, ds, reqs)
-            except PricingNeeded as need:     # its grouping first: priced on purpose
-                screen = preview_screen(services, identity, ds, reqs)
-                notes = [*notes, str(need)]
-            screen.controls = {k: c[k] for k in CONTROLS}
-            screen.message = _alert(" ".join(notes), "info") if notes else None
-        elif trigger == ids.EX_RELEASE:
-            reqs = _requests(identity, ds, c)
-            screen = (release_screen(services, identity, ds, reqs)
-                      if cached or priced(services, identity, ds, reqs)
-                      else price_screen(services, identity, ds, reqs))
-            screen.preset = matching_preset(identity, preset, c)
         else:
-            if trigger == ids.EX_DATASET:
+            notes: list[str] = []
+            if trigger == ids.EX_PRESET and isinstance(preset, str) and preset in PRESETS:
+                c, notes = preset_controls(identity, PRESETS[preset], c)
+            elif trigger == ids.EX_DATASET:
                 c = {**c, **_columns_for(ds, c)}
-                screen.controls = {k: c[k] for k in ("x", "group")}
-            screen = _merge(preview_screen(services, identity, ds,
-                                           _requests(identity, ds, c)), screen)
-            screen.preset = matching_preset(identity, preset, c)
-        _fill_lists(services, identity, ds, {**c, **screen.controls}, screen, cached)
+            reqs = _requests(identity, ds, c)
+            look = _look(session, ds, reqs, c)
+            spend = trigger in (ids.EX_PRESET, ids.EX_RELEASE)
+            if look.all_served or (spend and look.priced):
+                screen, rows = release_screen(services, session, ds, reqs)
+                look.mine = _with_new(look.mine, rows)
+                served = {key for key, q in zip(PRESETS, look.preset_quotes, strict=True)
+                          if any(_same(q, r, session, ds) for r in reqs)}
+            elif trigger == ids.EX_RELEASE:
+                screen, look = price_screen(services, session, ds, reqs, c)
+            else:
+                screen = preview_screen(services, session, ds, look)
+                if spend:      # a preset whose grouping nobody priced: priced on purpose
+                    need = next(q for q in look.quotes if getattr(q, "missing_inputs", ()))
+                    notes.append(f"{PRESETS[preset].label} needs its grouping priced first: "
+                                 f"ε {need.cost:.3g} from your budget, then its exact price "
+                                 "shows and Release spends it.")
+            if trigger == ids.EX_PRESET:
+                screen.controls = {k: c[k] for k in CONTROLS}
+                screen.message = _alert(" ".join(notes), "info") if notes else None
+            else:
+                if trigger == ids.EX_DATASET:
+                    screen.controls = {k: c[k] for k in ("x", "group")}
+                screen.preset = matching_preset(identity, preset, c)
+        screen.preset_options = preset_options(look.preset_quotes, served)
+        screen.reopen_options = release_options(identity.user, look.mine)
     except BudgetExceededError as exc:
         screen = Screen(message=_alert(str(exc), "danger"), preset=None)
     except DPError as exc:
@@ -418,9 +384,18 @@ def screen_for(services: Services, identity, trigger: Any, preset: Any, c: dict[
     return screen
 
 
-def _merge(new: Screen, old: Screen) -> Screen:
-    new.controls = {**old.controls, **new.controls}
-    return new
+def _same(quote: Any, req: ViewRequest, session: Session, ds) -> bool:
+    """Whether a preset's quote is for ``req`` (the screen just answered it)."""
+    plan = getattr(quote, "plan", None)
+    key = plan.key if plan is not None else None
+    return key is not None and key == session.plan(ds, req).key
+
+
+def _with_new(mine: list[StoredRelease], rows: list[StoredRelease]) -> list[StoredRelease]:
+    """The role's releases with those this screen just stored, newest first."""
+    have = {r.id for r in mine}
+    new = sorted((r for r in rows if r.id not in have), key=lambda r: r.id, reverse=True)
+    return new + mine
 
 
 def _columns_for(ds, c: dict[str, Any]) -> dict[str, Any]:
@@ -436,18 +411,11 @@ def _columns_for(ds, c: dict[str, Any]) -> dict[str, Any]:
 
 def export(services: Services, kind: str, release_id: Any):
     """The CSV or JSON report of a stored release of the session's role (else nothing)."""
-    identity = services.identity.current()
-    rel = owned_release(services, identity, release_id)
-    if rel is None:
+    got = Session(services, services.identity.current()).export(release_id, kind)
+    if got is None:
         return no_update
-    services.ledger.log_delivery(rel.id, user=identity.user, role=identity.role,
-                                 channel=f"export-{kind}")
-    name = f"release-{rel.id}"
-    if kind == "csv":
-        return dcc.send_string(report.figure_csv(rel), f"{name}.csv", type="text/csv")
-    body = json.dumps(report.release_report(rel, exported_by=identity.user), indent=2,
-                      ensure_ascii=False)
-    return dcc.send_string(body, f"{name}-report.json", type="application/json")
+    name, body, media = got
+    return dcc.send_string(body, name, type=media)
 
 
 def register_callbacks(app, services: Services) -> None:

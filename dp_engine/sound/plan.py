@@ -57,7 +57,7 @@ from dp_engine.sound.releases import (
 from dp_engine.sound.spread import band_levels, error_scale, relative
 
 STATISTICS = ("count", "histogram", "mean", "variance", "quantiles")
-DEFAULT_CEILINGS: Mapping[int, float] = {0: 8.0, 1: 2.0, 2: 1.0}
+DEFAULT_CEILINGS: Mapping[int, float] = {0: 8.0, 1: 2.0, 2: 2.0}
 """ε ceiling per view for noise factor 0 (owner), 1 (collaborator), 2 (third party)."""
 LOW_BAND_TARGET = 0.7
 INFORMATIVE = 0.9

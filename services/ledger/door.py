@@ -311,7 +311,7 @@ def deliver(conn: Connection, release_id: int, user: str, role: Role, channel: s
 
 def _cached(row: Mapping[str, Any], spend: _Spend) -> Served:
     return Served(answer=json.loads(row["answer_json"]), release_id=int(row["id"]), cached=True,
-                  charged=0.0, loss_added=0.0, status=status_of(spend))
+                  charged=0.0, loss_added=0.0, status=status_of(spend), stored=to_release(row))
 
 
 # -- the work done outside transactions --------------------------------------------------------
@@ -577,8 +577,15 @@ def _record(conn: Connection, d: _Draw, spend: _Spend, user: str, at: datetime) 
     spend.loss += d.loss if plan.dp else 0.0
     if not plan.dp:
         spend.unsound_loss += recorded
+    stored = StoredRelease(
+        id=served_id, created_at=at, user=str(user), role=key.payer.value,
+        dataset_id=key.dataset_id, dataset_version=key.dataset_version,
+        query_key=key.served_key, tier=int(key.tier), mechanism=str(plan.mechanism)[:100],
+        epsilon=float(recorded), answer=json.loads(dumps(d.answer)),
+        dataset_loss=float(d.growth if plan.dp else recorded), dp=plan.dp)
     return Served(answer=d.answer, release_id=served_id, cached=False, charged=cost,
-                  loss_added=d.loss if plan.dp else 0.0, status=status_of(spend), plan=plan)
+                  loss_added=d.loss if plan.dp else 0.0, status=status_of(spend), plan=plan,
+                  stored=stored)
 
 
 def _with_status(served: Served, spends: Mapping[tuple[Role, str], _Spend], d: _Draw) -> Served:
@@ -586,7 +593,7 @@ def _with_status(served: Served, spends: Mapping[tuple[Role, str], _Spend], d: _
     spend = spends[(d.key.payer, d.key.dataset_id)]
     return Served(answer=served.answer, release_id=served.release_id, cached=served.cached,
                   charged=served.charged, loss_added=served.loss_added,
-                  status=status_of(spend), plan=served.plan)
+                  status=status_of(spend), plan=served.plan, stored=served.stored)
 
 
 def _insert_served(conn: Connection, key: ReleaseKey, user: str, mechanism: str, epsilon: float,
@@ -619,12 +626,24 @@ def quotes(ledger: Ledger, sources: Sequence[PlanSource], user: str, *,
            return_exceptions: bool = True) -> list[Quote | Exception]:
     """What ``release`` would do now for each source, read in one transaction; computes and
     spends nothing. A source whose plan cannot be built is its exception in the list."""
-    at = ledger_db.now()
     with ledger.db.tx(write=False) as conn:
-        reads = [_read(conn, s) for s in sources]
-        spends = {(s.key.payer, s.key.dataset_id): read_spend(ledger, conn, s.key.payer,
-                                                              s.key.dataset_id, user, at)
-                  for s in sources}
+        read = quotes_read(ledger, conn, sources, user)
+    return quotes_of(sources, *read, return_exceptions=return_exceptions)
+
+
+def quotes_read(ledger: Ledger, conn: Connection, sources: Sequence[PlanSource], user: str):
+    """What quoting ``sources`` reads, inside the caller's transaction."""
+    at = ledger_db.now()
+    reads = [_read(conn, s) for s in sources]
+    spends = {(s.key.payer, s.key.dataset_id): read_spend(ledger, conn, s.key.payer,
+                                                          s.key.dataset_id, user, at)
+              for s in sources}
+    return reads, spends
+
+
+def quotes_of(sources: Sequence[PlanSource], reads, spends, *,
+              return_exceptions: bool = True) -> list[Quote | Exception]:
+    """The quotes from what ``quotes_read`` read (no transaction)."""
     out: list[Quote | Exception] = []
     for source, read in zip(sources, reads, strict=True):
         try:

@@ -20,7 +20,7 @@ from services.identity.roles import Role
 DEFAULT_LIMITS: Mapping[Role, float | None] = MappingProxyType({
     Role.OWNER: None,
     Role.COLLABORATOR: 8.0,
-    Role.THIRD_PARTY: 4.0,
+    Role.THIRD_PARTY: 5.0,
 })
 
 DEFAULT_USER_LIMITS: Mapping[Role, float | None] = MappingProxyType({r: None for r in Role})

@@ -119,6 +119,7 @@ class Served:
     loss_added: float
     status: AccountStatus
     plan: ReleasePlan | None = None
+    stored: StoredRelease | None = None    # the served row as stored (no extra read)
 
 
 @dataclass(frozen=True)
@@ -137,3 +138,13 @@ class Quote:
     loss_growth: float
     status: AccountStatus
     refusal: str | None
+
+
+@dataclass(frozen=True)
+class Look:
+    """What one screen read in one transaction (``Ledger.look``)."""
+
+    quotes: list[Quote | Exception]
+    status: AccountStatus
+    internals: Mapping[str, Any]          # calibration releases by key (decoded)
+    mine: list[StoredRelease]             # the role's newest view releases on the dataset

@@ -10,6 +10,7 @@ reads: statuses for the pages, the release list, totals and the CSV export.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -28,12 +29,13 @@ from services.ledger.models import deliveries as _DELIVERIES
 from services.ledger.models import plans as _PLANS
 from services.ledger.models import releases as _RELEASES
 from services.ledger.models import tiers as _TIERS
-from services.ledger.plan import InternalSpec, PlanSource, ReleaseKey
+from services.ledger.plan import INTERNAL_PREFIX, InternalSpec, PlanSource, ReleaseKey
 from services.ledger.policy import BudgetPolicy
 from services.ledger.records import (
     AccountStatus,
     BudgetStatus,
     DatasetStatus,
+    Look,
     Quote,
     Served,
     StoredRelease,
@@ -105,6 +107,40 @@ class Ledger:
         built is its exception in the list."""
         return door.quotes(self, sources, str(user))
 
+    def look(self, sources: Sequence[PlanSource], *, user: str, role: Role, dataset_id: str,
+             dataset_version: str, internals: Sequence[str] = (), history: int = 0,
+             quoting: Any = None) -> Look:
+        """Everything one screen reads, in ONE read transaction: the quote of each source
+        (served, or what it would cost), the role's status on the dataset, the calibration
+        releases named by ``internals`` (keys such as ``"sizes:"``) and, with ``history``,
+        the role's newest view releases on the dataset (at most that many). ``quoting(i)``:
+        a context the i-th source is quoted in (after the transaction)."""
+        with self.db.tx(write=False) as conn:
+            read = door.quotes_read(self, conn, sources, str(user))
+            spend = door.read_spend(self, conn, Role(role), dataset_id, str(user),
+                                    ledger_db.now())
+            found = {}
+            for key in internals:
+                payload = door.lookup_tier(conn, dataset_version,
+                                           InternalSpec(key, 0.0, "", _never).store_key, 0)
+                if payload is not None:
+                    found[key] = payload
+            mine = []
+            if history:
+                r = _RELEASES.c
+                rows = conn.execute(select(_RELEASES).where(
+                    r.dataset_id == str(dataset_id), r.role == Role(role).value,
+                    ~r.query_key.startswith(INTERNAL_PREFIX)).order_by(r.id.desc())
+                    .limit(int(history))).mappings().all()
+                mine = [door.to_release(row) for row in rows]
+        reads, spends = read
+        quotes: list = []
+        for i, source in enumerate(sources):
+            with quoting(i) if quoting is not None else contextlib.nullcontext():
+                quotes += door.quotes_of([source], [reads[i]], spends)
+        return Look(quotes, door.status_of(spend),
+                    {k: door.decode(v) for k, v in found.items()}, mine)
+
     def stored_plan(self, key: str) -> str | None:
         """A view plan stored under ``key`` by any worker (``services/views/plan_store.py``)."""
         with self.db.tx(write=False) as conn:
@@ -157,6 +193,21 @@ class Ledger:
                 raise DPError(f"There is no release #{int(release_id)} in the ledger.")
             door.deliver(conn, int(release_id), str(user), Role(str(role)), channel,
                          ledger_db.now())
+
+    def deliver_own(self, release_id: int, *, user: str, role: Role, channel: str,
+                    dataset_id: str | None = None) -> StoredRelease | None:
+        """The served release ``release_id`` if ``role`` paid for it (on ``dataset_id`` when
+        given), its delivery to ``user`` logged in the same transaction; None otherwise
+        (nothing logged)."""
+        with self.db.tx(write=True) as conn:
+            row = conn.execute(select(_RELEASES).where(
+                _RELEASES.c.id == int(release_id))).mappings().first()
+            if row is None or row["role"] != Role(role).value or (
+                    dataset_id is not None and row["dataset_id"] != dataset_id):
+                return None
+            door.deliver(conn, int(release_id), str(user), Role(role), channel,
+                         ledger_db.now())
+        return door.to_release(row)
 
     # -- budgets the owner sets ----------------------------------------------------------------
 

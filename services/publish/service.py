@@ -201,8 +201,8 @@ class PublishService:
         answers = self.releases.answer_all(payer, [r for r, _ in reqs], dataset=ds,
                                            channel="publish", price=True)
         refs = [FigureRef(pos, caption, rid, _raw(req))
-                for pos, ((req, caption), (_a, rid)) in enumerate(zip(reqs, answers,
-                                                                      strict=True))]
+                for pos, ((req, caption), (_a, rid, _row)) in enumerate(zip(reqs, answers,
+                                                                            strict=True))]
         now = ledger_db.now()
         title = draft.title.strip()
         return self.store.create(

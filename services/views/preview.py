@@ -34,7 +34,7 @@ from services.data.sources.query import AggregateQuery, Aggregates
 from services.ledger.records import AccountStatus, Quote
 from services.views import statistics as st
 from services.views.answer import ViewAnswer
-from services.views.inputs import has_pilot, pilot_grid, pilot_key, with_bound
+from services.views.inputs import has_pilot, pilot_grid, pilot_key, size_key, with_bound
 from services.views.plans import PaperPlan
 from services.views.queries import ViewRequest
 
@@ -142,64 +142,74 @@ def _n_hat(plan: Any) -> int:
     return n if n > 0 else FALLBACK_SIZE
 
 
-def preview(releases, identity, req: ViewRequest, dataset) -> Preview:
+def preview(releases, identity, req: ViewRequest, dataset, *, plan: Any = None,
+            quote: Quote | None = None, internals: dict[str, Any] | None = None) -> Preview:
     """The preview of ``req`` for ``identity`` (role already clamped into ``req``).
 
-    ``releases``: the ReleaseService (its ``plan``, ``calibrate`` and its ledger's ``quote``).
-    Raises DPError with a plain message when the view cannot be planned (e.g. a column
-    without bounds). Reads no row and draws nothing but the dataset version's reserved
-    calibration, once (``ReleaseService.calibrate``).
+    ``releases``: the ReleaseService (its ``plan``, ``calibrate`` and its ledger). ``plan``,
+    ``quote`` (of that very plan) and ``internals`` (the calibration releases by key) are what
+    the caller's session already read for the screen (``Session.look``); without them they
+    are made and read here. Raises DPError
+    with a plain message when the view cannot be planned (e.g. a column without bounds).
+    Reads no row and draws nothing but the dataset version's reserved calibration, once.
     """
     ledger = releases.ledger
-    plan = releases.plan(identity, req, dataset=dataset)
-    if not isinstance(plan, PaperPlan):
-        releases.calibrate(dataset)
-    quote: Quote = ledger.quote(plan, user=identity.user)
-    shapes = public_shapes(ledger, dataset, [req.x])
+    if plan is None or quote is None:
+        plan = releases.plan(identity, req, dataset=dataset)
+    if quote is None:
+        if not isinstance(plan, PaperPlan):
+            releases.calibrate(dataset)
+        quote = ledger.quote(plan, user=identity.user)
+    if internals is None:
+        internals = {key: rel for key in _wanted(plan, req)
+                     if (rel := ledger.internal(str(dataset.version), key)) is not None}
+    shapes = public_shapes(internals, dataset, [req.x])
     if quote.missing_inputs and not quote.cached:
-        return _unpriced(releases, identity, req, dataset, quote, shapes)
+        return _unpriced(releases, identity, req, dataset, quote, shapes, internals)
     if quote.plan is None and not quote.cached:
         raise DPError("This view cannot be priced yet. Nothing was charged; please try again.")
     # already released to the role: the quote names no plan, build it to draw with
-    release_plan = quote.plan if quote.plan is not None else _build(ledger, plan, dataset)
+    release_plan = quote.plan if quote.plan is not None else _build(plan, internals)
     answer = _simulated_answer(plan, release_plan, req, dataset, shapes)
     cost = 0.0 if quote.cached else float(quote.cost)
     return Preview(answer=answer, cached=quote.cached, cost=cost, dp=release_plan.dp,
                    status=quote.status, refusal=None if quote.cached else quote.refusal)
 
 
-def public_shapes(ledger, dataset, columns: list[str]) -> dict[str, GroupScales]:
+def _wanted(plan, req: ViewRequest) -> list[str]:
+    """The calibration releases a preview of ``plan`` reads."""
+    return [size_key(None), pilot_key(req.x), *(s.key for s in plan.inputs)]
+
+
+def public_shapes(internals: dict[str, Any], dataset, columns: list[str]
+                  ) -> dict[str, GroupScales]:
     """The calibration's pooled pilot of each numeric column (public), for simulating it."""
     out = {}
     for name in columns:
         spec = dataset.schema.column(name)
-        if not has_pilot(spec):
-            continue
-        pilot = ledger.internal(str(dataset.version), pilot_key(name))
-        if pilot is not None:
+        pilot = internals.get(pilot_key(name))
+        if has_pilot(spec) and pilot is not None:
             out[name] = pooled_scales(pilot, pilot_grid(spec), [1.0])
     return out
 
 
-def _build(ledger, plan, dataset):
+def _build(plan, internals: dict[str, Any]):
     """The priced plan from the stored calibration (it exists once anything is served)."""
-    inputs = {}
-    for spec in plan.inputs:
-        rel = ledger.internal(str(dataset.version), spec.key)
-        if rel is None:
-            raise DPError("This view cannot be priced yet. Nothing was charged; "
-                          "please try again.")
-        inputs[spec.key] = rel
-    return plan.build(inputs)
+    missing = [s.key for s in plan.inputs if s.key not in internals]
+    if missing:
+        raise DPError("This view cannot be priced yet. Nothing was charged; please try again.")
+    return plan.build({s.key: internals[s.key] for s in plan.inputs})
 
 
 def _unpriced(releases, identity, req: ViewRequest, dataset, quote: Quote,
-              shapes: dict[str, GroupScales]) -> Preview:
+              shapes: dict[str, GroupScales], internals: dict[str, Any]) -> Preview:
     """A grouping whose sizes nobody has priced: the chart drawn on a simulated copy (its
     sizes simulated too) at the ε the simulated plan gives, and the exact price of pricing
     the grouping with the most the view can then cost — no estimate of the view's price."""
     rng = np.random.default_rng(seed_for(req, dataset.schema))
-    size = releases.public_size(dataset) or FALLBACK_SIZE
+    everyone = internals.get(size_key(None))
+    size = (int(round(float(np.nansum(np.asarray(everyone.value, dtype=float)))))
+            if everyone is not None else 0) or FALLBACK_SIZE
     columns = [req.x] + ([req.group] if req.group else [])
     simulated = SimpleNamespace(id=dataset.id, title=getattr(dataset, "title", ""),
                                 version=f"{dataset.version}|simulated", schema=dataset.schema,

@@ -27,7 +27,7 @@ from services.data.sources.query import Aggregates
 from services.data.sources.resolve import aggregates, read_rows
 from services.identity.roles import Role
 from services.ledger.door import Ask
-from services.ledger.records import AccountStatus, Quote, Served
+from services.ledger.records import AccountStatus, Quote, Served, StoredRelease
 from services.ledger.store import Ledger
 from services.views import statistics as st
 from services.views.answer import ViewAnswer
@@ -104,17 +104,17 @@ class ReleaseService:
         return Ask(plan, compute, lambda p, rel: plan.publish(p, rel, truth), channel)
 
     def answer_all(self, identity, reqs: list[ViewRequest], *, dataset, channel: str,
-                   price: bool = False) -> list[tuple[ViewAnswer, int]]:
+                   price: bool = False) -> list[tuple[ViewAnswer, int, StoredRelease | None]]:
         """Several answers for ``identity``, all or nothing through one door call (e.g. the
-        figures of a published page); ``price``: release missing grouping sizes too,
-        charged to the same role."""
+        figures of a published page), each with its release id and stored row; ``price``:
+        release missing grouping sizes too, charged to the same role."""
         self.calibrate(dataset)
         plans = [self.plan(identity, r, dataset=dataset) for r in reqs]
         served = self.ledger.release_all([self.ask(identity, p, dataset, channel)
                                           for p in plans], user=identity.user, rng=self._rng,
                                          price=price)
         owner = identity.role is Role.OWNER
-        return [(self._with_status(s, owner), s.release_id) for s in served]
+        return [(self._with_status(s, owner), s.release_id, s.stored) for s in served]
 
     def quote(self, identity, req: ViewRequest, *, dataset=None) -> Quote:
         """What answering ``req`` would cost now; reads no row and spends nothing."""

@@ -250,6 +250,6 @@ def test_the_panel_shows_a_per_user_limit_when_one_is_set(tmp_path):
                          "carl")
     reply = render(app.server.test_client(), role="collaborator", view="mean")
     spent = services.ledger.status(role=Role.COLLABORATOR, dataset_id="pirads", user="carl")
-    assert (f"Shared by all collaborators: ε {fmt(spent.role.spent)} of 5 used; you used "
+    assert (f"Shared by all collaborators: ε {fmt(spent.role.spent)} of 8 used; you used "
             f"{fmt(spent.user.spent)} of your limit 3") in reply.panel_text
     assert json.dumps(reply.prop(ids.EX_MESSAGE)) == "null"

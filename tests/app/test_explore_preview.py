@@ -256,7 +256,7 @@ def test_presets_release_in_one_click_and_the_control_follows_the_screen(collabo
         assert labels["fig4"].endswith("· price shown when chosen"), labels["fig4"]
     shown = preview(client, ids.EX_VIEW, **COLLAB, view="histogram", group="none")
     labels = {o["value"]: o["label"] for o in shown.prop(ids.EX_PRESET, "options")}
-    assert re.search(r"· ε [0-9.]+$", labels["fig4"]), labels["fig4"]   # it computes
+    assert re.search(r"· ε [0-9.]+$", labels["fig4"]), labels["fig4"]   # shared plan read
     # controls now differ from the preset: the control clears
     moved = preview(client, ids.EX_GROUP, **COLLAB, view="mean", group="none",
                     preset="fig3")

@@ -220,7 +220,7 @@ def test_invalid_epsilon_is_refused_and_nothing_recorded(make_ledger, bad):
 
 
 def test_budget_renews_after_the_period(make_ledger, monkeypatch):
-    led = make_ledger(BudgetPolicy(renewal_days=7))
+    led = make_ledger(BudgetPolicy.from_mapping({"third_party": 1, "renewal_days": 7}))
     t0 = ledger_db.now()
     monkeypatch.setattr(ledger_db, "now", lambda: t0)
     charge(led, "a", role=Role.THIRD_PARTY, tier=2, eps=1.0)
@@ -277,10 +277,10 @@ def test_schema_name_is_validated():
 def test_policy_defaults_and_overrides():
     p = BudgetPolicy()
     assert (p.limit(Role.OWNER), p.limit("collaborator"), p.limit(Role.THIRD_PARTY)) == \
-        (None, 5.0, 1.0)
+        (None, 8.0, 5.0)                      # why: docs/accounting.md
     q = BudgetPolicy.from_mapping({"third-party": "0.5", "owner": 20, "renewal_days": "30"})
     assert (q.limit(Role.OWNER), q.limit(Role.COLLABORATOR), q.limit(Role.THIRD_PARTY)) == \
-        (20.0, 5.0, 0.5)
+        (20.0, 8.0, 0.5)
     assert q.renewal_days == 30
     r = BudgetPolicy.from_mapping({"limits": {"collaborator": "unlimited"}})
     assert r.limit(Role.COLLABORATOR) is None and r.renewal_days is None

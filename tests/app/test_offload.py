@@ -147,15 +147,15 @@ def test_a_failing_ledger_read_before_the_screen_is_no_500_and_prices_first(app,
     from tests.app.explore_client import PRICED, post
 
     s = services_of(app)
-    real, failed = s.ledger.lookup, []
+    real, failed = s.ledger.quotes, []
 
-    def flaky(key):
-        if not failed:
-            failed.append(key)
+    def flaky(sources, **kwargs):
+        if not failed:        # the read that decides where to draw the screen
+            failed.append(sources)
             raise RuntimeError("database gone for a moment")
-        return real(key)
+        return real(sources, **kwargs)
 
-    monkeypatch.setattr(s.ledger, "lookup", flaky)
+    monkeypatch.setattr(s.ledger, "quotes", flaky)
     pressed = post(app.server.test_client(), ids.EX_RELEASE, dataset="pirads", role="owner",
                    view="mean", x="Age", group="Prostatitis")
     assert failed and pressed.status == 200

@@ -65,11 +65,10 @@ def _publish(client, services, audience: str = "third_party", user: str | None =
 
 @pytest.fixture
 def publish_app(tmp_path):
-    """The app with a third-party budget of ε 3 (the data officer's setting): Fig. 2's smallest
-    PI-RADS group alone costs the default budget of 1 at the third party's band."""
+    """The app with the default budgets (a third party can afford the paper's figures)."""
     from app import create_app, services_of
 
-    app = create_app({"data_dir": tmp_path, "budgets": {"third_party": 3.0}}, seed=20261126)
+    app = create_app({"data_dir": tmp_path}, seed=20261126)
     services_of(app).identity = SessionAs(Role.OWNER)
     return app
 

@@ -114,7 +114,7 @@ def test_bad_columns_charge_nothing(services, columns, message):
 def test_over_budget_is_refused_and_charges_nothing(services):
     third = Identity("tess", Role.THIRD_PARTY, True)
     with pytest.raises(DPError):
-        services.studio.synthesize(third, "pirads", 1.5)          # budget 1
+        services.studio.synthesize(third, "pirads", 5.5)          # budget 5
     st = services.ledger.status(role=Role.THIRD_PARTY, dataset_id="pirads", user="tess")
     assert st.role.spent == 0
 

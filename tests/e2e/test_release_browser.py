@@ -83,12 +83,13 @@ def test_preview_then_release_reopen_free_and_export(dash_duo, tmp_path):
         dash_duo.wait_for_element(f"#{ids.EX_PREVIEW_BANNER}", timeout=10)
         assert "simulated" in dash_duo.find_element(f"#{ids.EX_PREVIEW_BANNER}").text.lower()
         assert _spent(services) == 0.0
-    # never priced: the button prices first (DP group sizes: dataset loss, not the budget)
-    assert dash_duo.find_element(f"#{ids.EX_RELEASE}").text.startswith("Price this view")
+    # a grouping nobody priced: the button prices it first (its DP sizes, an exact ε 0.25
+    # from the role's budget), then shows the view's exact price
+    assert dash_duo.find_element(f"#{ids.EX_RELEASE}").text == "Price this grouping (ε 0.25)"
     _click(dash_duo, f"#{ids.EX_RELEASE}")
     until(lambda: dash_duo.find_element(f"#{ids.EX_RELEASE}").text.startswith("Release (ε"),
           timeout=30)
-    assert _spent(services) == 0.0
+    assert _spent(services) == pytest.approx(0.25)
     before = _data(dash_duo)
     label = dash_duo.find_element(f"#{ids.EX_RELEASE}").text
     shown = re.search(r"Release \(ε ([0-9.]+)\)", label).group(1)
@@ -101,9 +102,9 @@ def test_preview_then_release_reopen_free_and_export(dash_duo, tmp_path):
     released = _wait_change(dash_duo, before)
     dash_duo.wait_for_no_elements(f"#{ids.EX_PREVIEW_BANNER}", timeout=10)
     spent = _spent(services)
-    assert spent > 0 and fmt(spent) == shown
-    (rel,) = services.ledger.releases(dataset_id="pirads")
-    assert rel.epsilon == spent
+    assert spent > 0.25 and fmt(spent - 0.25) == shown
+    rel, _sizes = services.ledger.releases(dataset_id="pirads")      # newest first
+    assert rel.epsilon == pytest.approx(spent - 0.25)
 
     # another control: a preview again; then reopen from My releases, free
     _pick(dash_duo, ids.EX_VIEW, 1)
@@ -124,7 +125,7 @@ def test_preview_then_release_reopen_free_and_export(dash_duo, tmp_path):
     assert [r["group"] for r in rows] == bars["y"]
     assert [float(r["value"]) for r in rows] == pytest.approx(bars["x"], rel=1e-12)
     assert [v["value"] for v in report["values"]] == pytest.approx(bars["x"], rel=1e-12)
-    assert report["epsilon"] == pytest.approx(spent) and report["release_id"] == rel.id
+    assert report["epsilon"] == pytest.approx(rel.epsilon) and report["release_id"] == rel.id
     assert _spent(services) == spent
     assert dash_duo.find_elements(GRAPH)
     assert _severe(dash_duo.get_logs()) == []

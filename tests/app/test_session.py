@@ -1,0 +1,103 @@
+"""One session object between the Explore page and the ledger (issue 22 item 1).
+
+A screen reads what it shows in one transaction (``Session.look``), so: a preview takes one
+transaction, a screen of answers the role already holds two (its read, then the delivery
+log), a fresh release three (the read, then the door's two), a reopen two. Counted with
+SQLAlchemy's ``begin`` events on the ledger's engine, over HTTP as a browser posts, on SQLite
+and on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy import event
+
+from layouts import ids
+from services.identity.roles import Role
+from services.identity.session import Identity
+from services.ledger.audit import check_invariants
+from services.session import Session
+from services.views.queries import ViewRequest
+from tests.app.conftest import SessionAs
+from tests.app.explore_client import post, reopen
+from tests.app.test_ledger import BACKENDS, backend_for
+
+VALUES = {"dataset": "pirads", "role": "collaborator", "view": "mean", "x": "Age",
+          "group": "PIRADS score"}
+
+
+@pytest.fixture(params=BACKENDS)
+def counted(request, tmp_path):
+    """(app, services, counter) with a collaborator session; counter() = transactions begun
+    on the ledger since the last call."""
+    from app import create_app, services_of
+
+    gen = backend_for(request.param, tmp_path)
+    url, schema = next(gen)
+    if schema:     # the app's own tables in this run's schema, through the search path
+        engine = sa.create_engine(url)
+        with engine.begin() as conn:
+            conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+        engine.dispose()
+        url += ("&" if "?" in url else "?") + f"options=-csearch_path%3D{schema}"
+    app = create_app({"data_dir": tmp_path / "data", "database_url": url}, seed=5)
+    services = services_of(app)
+    services.identity = SessionAs(Role.COLLABORATOR, "carl")
+    begun = [0]
+    event.listen(services.ledger.db.base_engine, "begin",
+                 lambda _conn: begun.__setitem__(0, begun[0] + 1))
+
+    def counter() -> int:
+        n, begun[0] = begun[0], 0
+        return n
+
+    yield app, services, counter
+    gen.close()
+
+
+def test_a_screen_takes_one_read_and_spends_through_the_door(counted):
+    app, services, transactions = counted
+    client = app.server.test_client()
+    carl = Identity("carl", Role.COLLABORATOR, True)
+    req = ViewRequest("pirads", "mean", "Age", "PIRADS score", "sound", Role.COLLABORATOR)
+    Session(services, carl).price(services.registry.get("pirads"), req)   # warm: calibration,
+    post(client, ids.EX_VIEW, **VALUES)                                 # the grouping's sizes
+    transactions()
+    shown = post(client, ids.EX_VIEW, **VALUES)                 # a preview
+    assert shown.preview and transactions() == 1
+    released = post(client, ids.EX_RELEASE, **VALUES)           # a fresh release
+    assert released.release_ids() and not released.preview
+    assert transactions() <= 3
+    again = post(client, ids.EX_RELEASE, **VALUES)              # answers the role has
+    assert "Opened free" in again.text and transactions() <= 2
+    moved = post(client, ids.EX_GROUP, **VALUES)                # a control back to it
+    assert "Opened free" in moved.text and transactions() <= 2
+    (rid,) = released.release_ids()
+    back = reopen(client, rid, **{**VALUES, "view": "histogram"})
+    assert f"Reopened release #{rid}" in back.text and transactions() <= 2
+    channels = [c for _, _, _, c in _deliveries(services)]
+    assert channels == ["explore", "explore", "explore-reopen"]
+    assert check_invariants(services.ledger) == []
+
+
+def test_a_foreign_release_id_is_refused_and_logs_nothing(counted):
+    app, services, _ = counted
+    owner = Identity("olga", Role.OWNER, True)
+    req = ViewRequest("pirads", "mean", "Age", None, "sound", Role.OWNER)
+    (_, rid, _), = Session(services, owner).serve(services.registry.get("pirads"), [req])
+    carl = Session(services, Identity("carl", Role.COLLABORATOR, True))
+    for forged in (rid, str(rid), f"{rid} ", "1e3", "-1", 10**30, None, "../1"):
+        assert carl.reopen(forged) is None and carl.export(forged, "csv") is None
+    assert _deliveries(services) == []
+
+
+def _deliveries(services) -> list:
+    from sqlalchemy import select
+
+    from services.ledger.models import deliveries
+
+    with services.ledger.db.tx(write=False) as conn:
+        return [tuple(r) for r in conn.execute(select(
+            deliveries.c.user_name, deliveries.c.role, deliveries.c.release_id,
+            deliveries.c.channel).order_by(deliveries.c.id))]
