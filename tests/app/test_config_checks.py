@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -124,21 +125,15 @@ def test_unknown_cohort_variables_are_reported_with_the_nearest_name():
 
 def _bash_env(text: str) -> dict[str, str]:
     """The variables bash defines from ``text`` with ``set -a; . FILE; set +a``."""
-    script = ('set -a; . /dev/stdin; set +a; "$0" -c '
+    script = ('set -a; . "$1"; set +a; "$0" -c '
               '"import json, os; print(json.dumps(dict(os.environ)))"')
-    done = subprocess.run(["bash", "-c", script.replace("/dev/stdin", "$1"), sys.executable,
-                           _write_tmp(text)], env={"PATH": os.environ["PATH"]},
-                          capture_output=True, text=True, check=True)
-    return json.loads(done.stdout)
-
-
-def _write_tmp(text: str) -> str:
-    import tempfile
-
-    fd, name = tempfile.mkstemp(suffix=".env")
-    with os.fdopen(fd, "w") as fh:
+    with tempfile.NamedTemporaryFile("w", suffix=".env") as fh:
         fh.write(text)
-    return name
+        fh.flush()
+        done = subprocess.run(["bash", "-c", script, sys.executable, fh.name],
+                              env={"PATH": os.environ["PATH"]}, capture_output=True, text=True,
+                              check=True)
+    return json.loads(done.stdout)
 
 
 def test_the_shipped_env_file_reads_the_same_in_bash_and_in_the_cli(tmp_path):

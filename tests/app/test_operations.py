@@ -72,6 +72,9 @@ def login(client, name: str) -> int:
 def test_the_cli_without_configuration_refuses_with_one_line(clean_env, capsys, tmp_path,
                                                              monkeypatch):
     monkeypatch.chdir(tmp_path)
+    opened = []   # no database may be opened, or created, by a refused command
+    monkeypatch.setattr(cli, "IdentityDB", lambda *a, **k: opened.append(a))
+    monkeypatch.setattr(cli, "_has_sessions_table", lambda *a: opened.append(a))
     for argv in (["revoke-sessions", "bob"], ["failed-logins"],
                  ["remove-user", "bob", "--users-file", str(tmp_path / "users.json")],
                  ["add-user", "bob", "--role", "owner", "--password-stdin"]):
@@ -79,7 +82,7 @@ def test_the_cli_without_configuration_refuses_with_one_line(clean_env, capsys, 
         assert cli.main(argv) == 2, argv
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and "--env-file" in err and "nothing was changed" in err
-    assert list(tmp_path.iterdir()) == []   # no users file, no SQLite ledger made here
+    assert list(tmp_path.iterdir()) == [] and opened == []   # no users file, no database
 
 
 def test_the_cli_acts_on_the_server_s_store_through_its_env_file(server, capsys):
