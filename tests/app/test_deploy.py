@@ -326,7 +326,8 @@ def test_the_server_starts_serves_a_release_reloads_and_restarts_with_budgets_in
     dep = deployment
     # an administrator sets the budgets: single-quoted JSON survives bash's sourcing
     env_file = dep.etc / "cohort.env"
-    env_file.write_text(env_file.read_text().replace('"collaborator": 5', '"collaborator": 4'))
+    env_file.write_text(re.sub(r'"collaborator": [\d.]+', '"collaborator": 6',
+                               env_file.read_text(), count=1))
     added = dep.cli("add-user", "carol", "--role", "collaborator", "--password-stdin",
                     stdin=PASSWORD + "\n")
     assert added.returncode == 0, added.stderr
@@ -339,7 +340,7 @@ def test_the_server_starts_serves_a_release_reloads_and_restarts_with_budgets_in
     assert carol.login("carol", PASSWORD).status == 302
     first = explore_client.render(FlaskLike(carol), role="collaborator")
     assert first.status == 200 and first.figures(), first.text[:500]
-    assert re.search(r"ε [\d.]+ of 4 used", first.panel_text), first.panel_text[:600]
+    assert re.search(r"ε [\d.]+ of 6 used", first.panel_text), first.panel_text[:600]
     spent = dep.spent()
     assert spent > 0
 

@@ -25,6 +25,7 @@ from sqlalchemy.pool import NullPool
 from services import cli
 from services.config import AppConfig
 from services.identity.users import UsersFileError, add_user, load_users
+from services.ledger.models import SCHEMA_VERSION
 from services.ops import logs
 from services.ops.envfile import read_env_file
 from services.ops.health import install_health
@@ -171,7 +172,7 @@ def test_healthz_answers_without_a_session_and_reveals_nothing_else(server):
     client = app.server.test_client()
     res = client.get("/healthz")
     assert res.status_code == 200 and res.headers["Cache-Control"] == "no-store"
-    assert res.get_json() == {"status": "ok", "database": "ok", "schema_version": 3}
+    assert res.get_json() == {"status": "ok", "database": "ok", "schema_version": SCHEMA_VERSION}
     text = res.get_data(as_text=True).lower()
     for secret in ("pirads", "olga", "tina", "sqlite", "ledger", "var"):
         assert secret not in text
