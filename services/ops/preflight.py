@@ -42,14 +42,23 @@ def check(env: Mapping[str, str] | None = None, *, connect: bool = True) -> AppC
         log.warning(line)
     check_files(cfg)
     if connect:
-        status = database_status_of(cfg)
-        log.info("Ledger database %s: reachable, schema %s.", describe_database(cfg.ledger_url),
-                 status["schema_version"] or "not created yet")
+        log.info("Ledger database %s: reachable, %s.", describe_database(cfg.ledger_url),
+                 _schema_note(database_status_of(cfg)["schema_version"]))
     if cfg.users_file is not None:
         log.info("Users mode: sign-in required (users file %s).", cfg.users_file)
     else:
         log.info("Embedded mode: one local owner, loopback only (no COHORT_USERS_FILE).")
     return cfg
+
+
+def _schema_note(stored: int | None) -> str:
+    from services.ledger.models import SCHEMA_VERSION
+
+    if stored is None:
+        return f"no ledger yet (created at start, schema {SCHEMA_VERSION})"
+    if stored < SCHEMA_VERSION:
+        return f"schema {stored}, migrated to {SCHEMA_VERSION} at start"
+    return f"schema {stored}"
 
 
 def unknown_settings(env: Mapping[str, str]) -> list[str]:

@@ -5,6 +5,7 @@ gunicorn's master refusing a wrong configuration with one line before any worker
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -207,6 +208,27 @@ def test_a_ledger_written_by_a_newer_version_is_refused(tmp_path):
     engine.dispose()
     with pytest.raises(ConfigError, match="newer version.*restore the backup"):
         preflight.check({"DATABASE_URL": url, "COHORT_DATA_DIR": str(tmp_path)})
+
+
+def test_the_start_up_log_says_whether_the_ledger_will_be_created_or_migrated(tmp_path,
+                                                                              caplog):
+    from services.ledger.models import SCHEMA_VERSION
+    from services.ledger.store import Ledger
+
+    env = {"COHORT_DATA_DIR": str(tmp_path)}
+    with caplog.at_level(logging.INFO, logger="services.ops.preflight"):
+        preflight.check(env)
+        Ledger(f"sqlite:///{tmp_path / 'ledger.sqlite'}").close()
+        engine = sa.create_engine(f"sqlite:///{tmp_path / 'ledger.sqlite'}")
+        with engine.begin() as conn:
+            conn.execute(sa.text("UPDATE ledger_meta SET value = :v WHERE key = "
+                                 "'schema_version'"), {"v": str(SCHEMA_VERSION - 1)})
+        engine.dispose()
+        preflight.check(env)
+    notes = [r.getMessage() for r in caplog.records if "Ledger database" in r.getMessage()]
+    assert notes[0].endswith(f"no ledger yet (created at start, schema {SCHEMA_VERSION}).")
+    assert notes[1].endswith(f"schema {SCHEMA_VERSION - 1}, migrated to {SCHEMA_VERSION} at "
+                             "start.")
 
 
 # -- under gunicorn: one line from the master, no worker ----------------------------------------
