@@ -28,6 +28,9 @@ from layouts.components import shell
 from services.config import AppConfig
 from services.container import Services, build_services
 from services.identity.session import FAVICON_ENDPOINT, assert_bind_allowed, init_auth
+from services.ops import logs, preflight
+from services.ops.dash_setup import finish_dash_setup
+from services.ops.health import install_health
 
 ROOT = Path(__file__).resolve().parent
 log = logging.getLogger(__name__)
@@ -81,8 +84,10 @@ def create_app(config: AppConfig | Mapping[str, Any] | None = None, *,
     install_favicon(app.server)
     install_compression(app.server)
     install_error_handlers(app.server)
+    install_health(app.server, services.ledger.db.engine)
     app.server.extensions["cohort"] = services
     register_callbacks(app, services)
+    finish_dash_setup(app)  # before any request: threads must not race Dash's lazy set-up
     return app
 
 
@@ -200,8 +205,8 @@ def __getattr__(name: str) -> Any:
 
 
 def main() -> None:
-    logging.basicConfig(level=logging.INFO)
-    cfg = AppConfig.from_env()
+    logs.configure()
+    cfg = preflight.check_or_exit()
     assert_bind_allowed(cfg.host, cfg.as_mapping())
     application = create_app(cfg)
     print(f"Private Cohort Explorer on http://{cfg.host}:{cfg.port}", flush=True)

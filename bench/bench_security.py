@@ -56,7 +56,8 @@ def run(repeats: int) -> str:
     for name, role in [("tina", "third_party"), ("olga", "owner"), ("otto", "owner")]:
         add_user(users, name, role, PASSWORD)
     srv = GunicornApp({"COHORT_USERS_FILE": str(users), "SECRET_KEY": "bench-" + "b" * 40,
-                       "COHORT_DATA_DIR": str(tmp / "var"), "DATABASE_URL": "",
+                       "COHORT_DATA_DIR": str(tmp / "var"),
+                       "DATABASE_URL": f"sqlite:///{tmp / 'var' / 'ledger.sqlite'}",
                        "COHORT_LOGIN_MAX_FAILURES": "1",
                        "COHORT_LOGIN_CLIENT_MAX_FAILURES": "1000",
                        "COHORT_LOGIN_BACKOFF_SECONDS": "600"}, tmp)

@@ -2,6 +2,12 @@
 
     gunicorn -c /etc/cohort/gunicorn.conf.py app:server
 
+Before any worker starts, the master checks every setting, the users file, the data directory
+and the ledger database once (``on_starting``): a wrong one stops the server with one log line
+naming the variable and the fix (exit status 78), not a traceback from every worker. Log lines
+carry time, level and logger (``COHORT_LOG_FORMAT=json`` for JSON); sign-ins and sign-outs are
+logged at INFO. ``kill -HUP`` (systemctl reload) replaces the workers gracefully.
+
 Workers share the ledger, the sessions and the login throttle through DATABASE_URL.
 Threaded workers (gthread), as the README documents: a cached answer is served by a free
 thread while other threads compute uncached views, instead of queueing behind them in a
@@ -11,6 +17,9 @@ worker's threads were all waiting on its child at times and a cached answer queu
 them for seconds (p99 4 s); with 16, p99 44 ms. bench/bench_serving.py measures this file
 under load (bench/RESULTS_warehouse.md).
 """
+
+from services.ops import logs as _logs
+from services.ops import preflight as _preflight
 
 bind = "127.0.0.1:8050"          # loopback only: nginx is the one door from the network
 workers = 4
@@ -24,4 +33,10 @@ limit_request_fields = 100
 limit_request_field_size = 8190
 accesslog = "-"
 errorlog = "-"
+logconfig_dict = _logs.logging_dict()  # time, level, logger on every line, INFO kept
+control_socket_disable = True     # gunicorn >= 24 would open one under $HOME: not used here
 
+
+def on_starting(server):
+    """Check the configuration in the master, once, before forking workers."""
+    _preflight.check_or_exit()

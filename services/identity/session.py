@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
+import logging
 import os
 import secrets
 from collections.abc import Callable, Mapping, Sequence
@@ -45,9 +46,13 @@ EXTENSION = "cohort_identity"
 LOGIN_ENDPOINT = "cohort_login"
 LOGOUT_ENDPOINT = "cohort_logout"
 FAVICON_ENDPOINT = "cohort_favicon"
-PUBLIC_ENDPOINTS = (LOGIN_ENDPOINT, LOGOUT_ENDPOINT, FAVICON_ENDPOINT, FAVICON_ENDPOINT + "_ico")
-"""Routes served without a session: sign-in, sign-out and the product's icon."""
+HEALTH_ENDPOINT = "cohort_health"
+PUBLIC_ENDPOINTS = (LOGIN_ENDPOINT, LOGOUT_ENDPOINT, FAVICON_ENDPOINT, FAVICON_ENDPOINT + "_ico",
+                    HEALTH_ENDPOINT)
+"""Routes served without a session: sign-in, sign-out, the product's icon and the health check
+(services/ops/health.py), which reveals nothing but the database's state."""
 COOKIE_NAME = "cohort_session"
+log = logging.getLogger(__name__)
 _MIN_SECRET_LEN = 16
 _LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
 _PROXY_HEADERS = ("X-Forwarded-For", "X-Real-IP", "Forwarded", "X-Forwarded-Host")
@@ -311,6 +316,7 @@ def start_session(state: AuthState, record: UserRecord) -> None:
     live = state.sessions.check(sid)
     flask_login.login_user(SessionUser(record, sid, live.csrf if live else ""))
     session.permanent = True
+    log.info("Signed in: %s (%s) from %s.", record.name, record.role.value, request.remote_addr)
 
 
 def end_session(state: AuthState) -> None:
@@ -318,6 +324,7 @@ def end_session(state: AuthState) -> None:
     user = flask_login.current_user
     if user is not None and user.is_authenticated:
         state.sessions.revoke(user.sid)
+        log.info("Signed out: %s from %s.", user.record.name, request.remote_addr)
     flask_login.logout_user()
     session.clear()
 

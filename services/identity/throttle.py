@@ -11,6 +11,7 @@ written to an audit table the owner reads with ``cohort-explorer failed-logins``
 from __future__ import annotations
 
 import ipaddress
+import logging
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -22,6 +23,7 @@ from services.identity.tables import failed_logins as _F
 from services.identity.tables import throttle as _T
 
 NAME_CHARS = 64
+log = logging.getLogger(__name__)
 clock = time.time  # seconds since the epoch; tests replace it to move time
 
 
@@ -134,6 +136,9 @@ class LoginThrottle:
                                 r.reason) for r in conn.execute(stmt)]
 
     def _audit(self, conn, account: str, client: str, reason: str, now: float) -> None:
+        # the log names the client and the reason only: a name as typed may be a password
+        # typed into the wrong field (the owner reads names with `failed-logins`)
+        log.warning("Sign-in failed from %s: %s.", client or "unknown", reason)
         conn.execute(_F.insert().values(at=now, user_name=str(account)[:NAME_CHARS],
                                         client=str(client or "unknown")[:NAME_CHARS],
                                         reason=reason[:NAME_CHARS]))

@@ -1,8 +1,8 @@
 """The users file: names, roles and salted password hashes (werkzeug's scrypt), as JSON.
 
 Format: ``{"version": 1, "users": {"alice": {"role": "collaborator", "password_hash": "..."}}}``.
-The file is written atomically with mode 0600 and re-read when it changes on disk, so adding
-or removing a user takes effect without restarting the server.
+The file is written atomically, keeping its owner and mode (new files: 0600), and re-read when
+it changes on disk, so adding or removing a user takes effect without restarting the server.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import tempfile
 import threading
 from dataclasses import dataclass
@@ -78,17 +79,32 @@ def load_users(path: str | os.PathLike[str]) -> dict[str, UserRecord]:
 
 
 def _write_users(path: Path, users: dict[str, UserRecord]) -> None:
+    """Replace the file atomically, keeping its owner, group and mode: the server's service
+    user must still read it when an administrator runs the CLI as root. A new file gets
+    mode 0600 and, when made by root, the owner and group of its directory."""
     payload = {"version": FORMAT_VERSION, "users": {
         u.name: {"role": u.role.value, "password_hash": u.password_hash}
         for u in sorted(users.values(), key=lambda u: u.name)
     }}
     path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        st = path.stat()
+        uid, gid, mode = st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)
+        if os.geteuid() not in (0, uid):
+            raise UsersFileError(f"{path} belongs to uid {uid}: run this command as its owner "
+                                 "(sudo -u OWNER ...) or as root, so that it keeps its owner; "
+                                 "nothing was changed.")
+    except FileNotFoundError:
+        parent = path.parent.stat()
+        uid, gid, mode = parent.st_uid, parent.st_gid, 0o600
     fd, tmp = tempfile.mkstemp(prefix=".users-", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(payload, fh, indent=2)
             fh.write("\n")
-        os.chmod(tmp, 0o600)
+        if os.geteuid() == 0:
+            os.chown(tmp, uid, gid)
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

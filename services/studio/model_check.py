@@ -13,17 +13,32 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-from sklearn.cluster import KMeans
-from sklearn.linear_model import LogisticRegression
-from sklearn.metrics import accuracy_score, precision_score, recall_score, roc_auc_score
 
+from dp_engine.errors import DPError
 from dp_engine.schema import NUMERIC_KINDS, ColumnKind, Schema
+
+if TYPE_CHECKING:
+    from sklearn.linear_model import LogisticRegression
 
 TEST_SHARE = 0.3
 CLUSTERS = 3
+MISSING = ("The model check needs scikit-learn, which is not installed on this server; ask the "
+           "administrator to install the 'studio' extra: pip install -e '.[studio]'.")
+
+
+def _sklearn() -> Any:
+    """scikit-learn, imported on first use (the app starts without it); DPError if absent."""
+    try:
+        import sklearn.cluster
+        import sklearn.linear_model
+        import sklearn.metrics
+    except ImportError:
+        raise DPError(MISSING) from None
+    return sklearn
 
 
 @dataclass(frozen=True)
@@ -86,18 +101,19 @@ def _features(frame: pd.DataFrame, schema: Schema, names: Sequence[str]) -> np.n
 
 
 def _scores(model: LogisticRegression, x: np.ndarray, y: np.ndarray) -> Scores:
+    metrics = _sklearn().metrics
     pred = model.predict(x)
     prob = model.predict_proba(x)[:, 1] if len(model.classes_) == 2 else np.zeros(len(y))
-    auc = roc_auc_score(y, prob) if len(np.unique(y)) == 2 else math.nan
-    return Scores(float(precision_score(y, pred, zero_division=0)),
-                  float(recall_score(y, pred, zero_division=0)),
-                  float(accuracy_score(y, pred)), float(auc))
+    auc = metrics.roc_auc_score(y, prob) if len(np.unique(y)) == 2 else math.nan
+    return Scores(float(metrics.precision_score(y, pred, zero_division=0)),
+                  float(metrics.recall_score(y, pred, zero_division=0)),
+                  float(metrics.accuracy_score(y, pred)), float(auc))
 
 
 def _fit(x: np.ndarray, y: np.ndarray) -> LogisticRegression | None:
     if len(np.unique(y)) < 2:
         return None
-    return LogisticRegression(max_iter=500).fit(x, y)
+    return _sklearn().linear_model.LogisticRegression(max_iter=500).fit(x, y)
 
 
 def _nan_scores() -> Scores:
@@ -112,6 +128,7 @@ def model_check(original: pd.DataFrame, dp: pd.DataFrame, schema: Schema, target
     model is trained on the DP rows of the training patients only; otherwise (synthetic
     copy) on the whole DP table.
     """
+    _sklearn()  # the message, before any work, when scikit-learn is absent
     features = tuple(n for n in dp.columns if n != target and n in original
                      and _usable(schema, n))
     rng = np.random.default_rng(seed)
@@ -142,7 +159,7 @@ def cluster_shares(x_orig: np.ndarray, x_dp: np.ndarray, *, seed: int = 0,
     """Share of rows in each k-means cluster (centres fitted on the original)."""
     if x_orig.shape[1] == 0 or len(x_orig) < k:
         return (), ()
-    km = KMeans(n_clusters=k, n_init=3, random_state=seed).fit(x_orig)
+    km = _sklearn().cluster.KMeans(n_clusters=k, n_init=3, random_state=seed).fit(x_orig)
     a = np.bincount(km.labels_, minlength=k) / len(x_orig)
     b = np.bincount(km.predict(x_dp), minlength=k) / max(len(x_dp), 1)
     order = np.argsort(-a)

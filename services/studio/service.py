@@ -244,7 +244,10 @@ class StudioService:
         if target:
             if target in r.targets:
                 progress(0.88, "Model check…")
-                model = self.synthetic_model_check(identity, r, target).to_dict()
+                try:
+                    model = self.synthetic_model_check(identity, r, target).to_dict()
+                except DPError as exc:   # e.g. scikit-learn is not installed
+                    note = f"The model check could not run: {exc}"
             else:
                 note = f"'{target}' cannot be predicted here: choose a synthesized yes/no column."
         part: dict[str, Any] = {"metrics": metrics_dict(r.metrics) if r.metrics else None,

@@ -21,6 +21,7 @@ from services.identity import sessions as sessions_mod
 from services.identity.limits import BodyLimits
 from services.identity.session import auth_state
 from services.identity.users import add_user
+from services.ops.envfile import read_env_file
 from tests.app.dash_http import callback_payload, find_hidden_input
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -182,16 +183,10 @@ def test_embedded_mode_sends_the_same_headers(tmp_path):
 
 # -- production configuration ------------------------------------------------------------------
 
-def _env_file(path: Path) -> dict[str, str]:
-    pairs = (line.split("=", 1) for line in path.read_text().splitlines()
-             if line.strip() and not line.startswith("#"))
-    return {k.strip(): v.strip() for k, v in pairs}
-
-
 def test_the_documented_production_config_starts_with_secure_cookies(base_users, tmp_path):
     from app import create_app
 
-    env = _env_file(DEPLOY / "cohort.env")
+    env = read_env_file(DEPLOY / "cohort.env")
     env.update(COHORT_USERS_FILE=str(base_users), SECRET_KEY=SECRET,
                DATABASE_URL=f"sqlite:///{tmp_path / 'prod.sqlite'}",
                COHORT_DATA_DIR=str(tmp_path / "var"))

@@ -37,7 +37,8 @@ def servers(tmp_path_factory):
         add_user(users, name, role, PASSWORD)
     env = {
         "COHORT_USERS_FILE": str(users), "SECRET_KEY": "http-hardening-" + "k" * 40,
-        "COHORT_DATA_DIR": str(tmp / "var"), "DATABASE_URL": "",
+        "COHORT_DATA_DIR": str(tmp / "var"),
+        "DATABASE_URL": f"sqlite:///{tmp / 'var' / 'ledger.sqlite'}",  # both masters share it
         "COHORT_LOGIN_MAX_FAILURES": str(MAX_FAILURES),
         "COHORT_LOGIN_CLIENT_MAX_FAILURES": "100",
         "COHORT_LOGIN_BACKOFF_SECONDS": str(BACKOFF_S),

@@ -114,9 +114,12 @@ def test_failed_logins_are_audited_and_listed_newest_first(db):
 def test_cli_lists_failed_logins(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("COHORT_DATA_DIR", str(tmp_path))
     monkeypatch.delenv("DATABASE_URL", raising=False)
+    assert cli.main(["failed-logins"]) == 2    # no server ever ran on this store
+    assert "has no session tables" in capsys.readouterr().err
+    assert not (tmp_path / "ledger.sqlite").exists()   # and looking did not create it
+    db = IdentityDB(f"sqlite:///{tmp_path / 'ledger.sqlite'}")   # what the server creates
     assert cli.main(["failed-logins"]) == 0
     assert "No failed sign-ins" in capsys.readouterr().out
-    db = IdentityDB(f"sqlite:///{tmp_path / 'ledger.sqlite'}")
     LoginThrottle(db).record_failure("mallory", "198.51.100.7", "wrong", now=T0)
     db.close()
     monkeypatch.setattr("sys.stdin", io.StringIO(""))

@@ -1,0 +1,1 @@
+"""Running the app in production: start-up checks, health endpoint, logging, env files."""
