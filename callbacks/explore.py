@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import dash_bootstrap_components as dbc
-from dash import ALL, Input, Output, ctx, dcc, html, no_update
+from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 
 from callbacks.guard import Page
 from dp_engine.bands import NOISE_LABELS
@@ -37,12 +37,15 @@ from services.ledger.records import StoredRelease
 from services.session import ScreenRead, Session
 from services.views.answer import ViewAnswer
 from services.views.inputs import PlanPending
+from services.views.plans import LEFT_OUT
 from services.views.preview import preview
 from services.views.queries import PRESETS, Preset, ViewRequest, parse_request
+from services.views.statistics import group_keys
 
 log = logging.getLogger(__name__)
 ROW = "explore-row"
-CONTROLS = ("view", "x", "group", "role", "mechanism", "compare")
+CONTROLS = ("view", "x", "group", "without", "role", "mechanism", "compare")
+OUTPUTS = 18
 _RENDERED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 """Each app's drawn stored releases (``layouts/explore/rendered.py``), keyed by its ledger."""
 
@@ -85,7 +88,8 @@ class Screen:
     def outputs(self) -> tuple:
         c = self.controls
         return (c.get("view", no_update), c.get("x", no_update), c.get("group", no_update),
-                c.get("role", no_update), c.get("mechanism", no_update),
+                c.get("without", no_update), c.get("role", no_update),
+                c.get("mechanism", no_update),
                 c.get("compare", no_update), self.preset, self.preset_options, None,
                 self.reopen_options, self.graphs, self.panel, self.message, self.row,
                 self.release_label, self.release_disabled, self.note)
@@ -101,7 +105,8 @@ def _dataset(services: Services, identity, dataset: Any):
 def _requests(identity, ds, c: dict[str, Any]) -> list[ViewRequest]:
     """The request(s) the controls ask for: three tiers in the owner's compare mode."""
     req = parse_request({k: c.get(k) for k in ("dataset", "role", "view", "x", "group",
-                                                 "mechanism")}, identity.role, ds.schema)
+                                                 "mechanism", "without")}, identity.role,
+                        ds.schema)
     if c.get("compare") is True and access.is_owner(identity):
         return [replace(req, role=r, mechanism="sound")
                 for r in (Role.OWNER, Role.COLLABORATOR, Role.THIRD_PARTY)]
@@ -122,7 +127,8 @@ def preset_controls(identity, preset: Preset, c: dict[str, Any]) -> tuple[dict, 
     if c.get("compare") is True:
         notes.append("A preset draws one figure: compare mode was switched off.")
     return ({**c, "view": preset.view, "x": preset.x, "group": preset.group or "none",
-             "role": role.value, "mechanism": mechanism, "compare": False}, notes)
+             "without": [], "role": role.value, "mechanism": mechanism, "compare": False},
+            notes)
 
 
 def matching_preset(identity, key: Any, c: dict[str, Any]) -> str | None:
@@ -273,6 +279,8 @@ def reopen_screen(services: Services, session: Session, rel: StoredRelease,
         ans = ans.without_truth()       # every field computed from true values, not one
     screen = _released_screen(services, [(ans, rel.id)], session.role)
     screen.controls = {"view": ans.view, "x": ans.x, "group": ans.group or "none",
+                       "without": [g for g, why in zip(ans.groups, ans.withheld_reason or [],
+                                                       strict=False) if why == LEFT_OUT],
                        "role": access.viewing_role(session.role, ans.role).value,
                        "mechanism": ans.mechanism, "compare": False}
     screen.note = f"Reopened release #{rel.id} free."
@@ -435,7 +443,8 @@ def register_callbacks(app, services: Services) -> None:
 
     @app.callback(
         Output(ids.EX_VIEW, "value"), Output(ids.EX_X, "value"), Output(ids.EX_GROUP, "value"),
-        Output(ids.EX_ROLE, "value"), Output(ids.EX_MECHANISM, "value"),
+        Output(ids.EX_WITHOUT, "value"), Output(ids.EX_ROLE, "value"),
+        Output(ids.EX_MECHANISM, "value"),
         Output(ids.EX_COMPARE, "value"), Output(ids.EX_PRESET, "value"),
         Output(ids.EX_PRESET, "options"), Output(ids.EX_REOPEN, "value"),
         Output(ids.EX_REOPEN, "options"),
@@ -445,19 +454,56 @@ def register_callbacks(app, services: Services) -> None:
         Output(ids.EX_RELEASE_NOTE, "children"),
         Input(ids.EX_PRESET, "value"), Input(ids.EX_DATASET, "value"),
         Input(ids.EX_ROLE, "value"), Input(ids.EX_VIEW, "value"), Input(ids.EX_X, "value"),
-        Input(ids.EX_GROUP, "value"), Input(ids.EX_MECHANISM, "value"),
+        Input(ids.EX_GROUP, "value"), Input(ids.EX_WITHOUT, "value"),
+        Input(ids.EX_MECHANISM, "value"),
         Input(ids.EX_COMPARE, "value"), Input(ids.EX_RELEASE, "n_clicks"),
         Input(ids.EX_REOPEN, "value"),
     )
-    def _screen(preset, dataset, role, view, x, group, mechanism, compare, _clicks, reopen):
+    def _screen(preset, dataset, role, view, x, group, without, mechanism, compare, _clicks,
+                reopen):
         trigger = ctx.triggered_id
         if trigger == ids.EX_REOPEN and reopen in (None, ""):
-            return (no_update,) * 17          # the list was just reset: nothing to do
+            return (no_update,) * OUTPUTS     # the list was just reset: nothing to do
         if trigger == ids.EX_PRESET and preset in (None, ""):
             trigger = None                    # the preset was cleared: a preview
+        if trigger in (ids.EX_GROUP, ids.EX_DATASET):
+            without = []                      # another grouping: every group again
         controls = {"dataset": dataset, "role": role, "view": view, "x": x, "group": group,
+                    "without": without if isinstance(without, list) else [],
                     "mechanism": mechanism, "compare": compare}
-        return explore(services, trigger, preset, controls, reopen).outputs()
+        screen = explore(services, trigger, preset, controls, reopen)
+        if trigger in (ids.EX_GROUP, ids.EX_DATASET):
+            screen.controls.setdefault("without", [])
+        return screen.outputs()
+
+    @app.callback(
+        Output(ids.EX_WITHOUT, "options"),
+        Input(ids.EX_DATASET, "value"), Input(ids.EX_GROUP, "value"),
+    )
+    def _groups(dataset, group):
+        """The groups of the chosen grouping (public categories), to leave some out."""
+        identity = services.identity.current()
+        try:
+            ds = _dataset(services, identity, dataset)
+            spec = ds.schema.column(group) if isinstance(group, str) and group != "none" \
+                else None
+        except DPError:
+            return []
+        return [] if spec is None or not spec.categories else [
+            {"label": k, "value": k} for k in group_keys(spec)]
+
+    @app.callback(
+        Output(ids.EX_WITHOUT, "value", allow_duplicate=True),
+        Input(ids.EX_LEAVE_OUT, "n_clicks"),
+        State(ids.EX_LEAVE_OUT, "value"), State(ids.EX_WITHOUT, "value"),
+        prevent_initial_call=True,
+    )
+    def _leave_out(clicks, name, without):
+        """The panel's "Leave … out": the same view without its costliest group."""
+        if not clicks or not isinstance(name, str):
+            return no_update
+        have = [w for w in (without or []) if isinstance(w, str)]
+        return sorted({*have, name})
 
     @app.callback(
         Output(ids.EX_DOWNLOAD, "data"),

@@ -80,6 +80,10 @@ def layout(datasets: list, identity) -> html.Div:
         field("Group by",
                dcc.Dropdown(id=ids.EX_GROUP, clearable=False, value=preset.group or "none",
                             options=group_options(first.schema))),
+        field("Leave out groups",
+               dcc.Dropdown(id=ids.EX_WITHOUT, multi=True, value=[], options=[],
+                            placeholder="None: every group is in the view"),
+               "A small group can set a view's price; the view without it costs less."),
     ]
     if owner:
         controls += [

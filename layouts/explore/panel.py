@@ -68,6 +68,44 @@ def error_text(ans: ViewAnswer) -> str:
             + ". Hover a value for its 95 % interval.")
 
 
+PRICE_DRIVER_RATIO = 1.25
+"""A group sets the price when its ε is this much above every other shown group's."""
+
+
+def price_driver(ans: ViewAnswer) -> tuple[str, float, float, float | None] | None:
+    """(group, its ε, the view's ε without it, its public size) when one group's ε sets the
+    view's price well above the rest; None otherwise (or when nothing is grouped)."""
+    shown = [(e, g) for g, e in enumerate(ans.group_epsilon or [])
+             if e is not None and not (g < len(ans.withheld) and ans.withheld[g])]
+    if len(shown) < 2:
+        return None
+    shown.sort(reverse=True)
+    (top, g), (second, _) = shown[0], shown[1]
+    if top <= PRICE_DRIVER_RATIO * second:
+        return None
+    n = ans.group_n_estimate[g] if g < len(ans.group_n_estimate or []) else None
+    return ans.groups[g], float(top), float(second), n
+
+
+def driver_block(ans: ViewAnswer, *, released: bool) -> html.Div | None:
+    """Which group sets the price, what the view costs without it, and a button that
+    leaves it out (a new view: the one released stays as it is)."""
+    found = price_driver(ans)
+    if found is None:
+        return None
+    name, top, without, n = found
+    size = f" (about {fmt(n)} patients)" if n is not None else ""
+    verb = "set" if released else "sets"
+    return html.Div([
+        html.P([html.Strong(f"{ans.group_label}: {name}"), f"{size} {verb} this view's price: "
+                f"ε {fmt(top)}. Without it the view would cost ε {fmt(without)}."],
+               className="small mb-1"),
+        html.Button(f"Leave {name} out", id=ids.EX_LEAVE_OUT, value=name, n_clicks=0,
+                    className="btn btn-outline-primary btn-sm mb-2",
+                    title="A preview of the view without this group; nothing is spent"),
+    ], className="price-driver")
+
+
 def group_table(ans: ViewAnswer, granted: Role) -> dbc.Table:
     """ε, expected error and (owner) realized noise of every group; withheld groups say so."""
     owner = granted is Role.OWNER and ans.group_realized_noise_percent is not None
@@ -125,6 +163,9 @@ def panel(ans: ViewAnswer, granted: Role) -> dbc.Card:
         html.Dl(rows, className="mb-2"),
     ]
     if ans.dp and ans.group_epsilon:
+        driver = driver_block(ans, released=True)
+        if driver is not None:
+            body.append(driver)
         body.append(group_table(ans, granted))
     if granted is Role.OWNER:
         body += [dbc.Alert(w, color="warning", className="small py-2")

@@ -13,6 +13,7 @@ from dp_engine.bands import NOISE_LABELS
 from layouts import ids
 from layouts.components.budget import BudgetFigures, budget_block
 from layouts.components.figures import fmt
+from layouts.explore.panel import driver_block
 from services.identity.roles import Role
 from services.views.preview import PREVIEW_LABEL, Preview
 
@@ -104,6 +105,10 @@ def panel(previews: list[Preview], granted: Role) -> dbc.Card:
         html.H2("Preview — nothing spent", className="h5"),
         html.Dl(rows, className="mb-2"),
     ]
+    if len(previews) == 1 and first.priced and first.dp and not first.cached:
+        driver = driver_block(first.answer, released=False)
+        if driver is not None:
+            body.append(driver)
     for flag in dict.fromkeys(f for p in previews for f in p.answer.flags):
         if flag != PREVIEW_LABEL:
             body.append(dbc.Alert(flag, color="warning", className="small py-2"))

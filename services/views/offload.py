@@ -53,7 +53,7 @@ def _start(config: Any) -> None:
 def _answer(services: Any, identity: Identity, fields: tuple,
             price: bool = False) -> dict[str, Any]:
     """One release by the child's door, as a dict of ``ViewAnswer``."""
-    req = ViewRequest(*fields[:5], Role(fields[5]))
+    req = ViewRequest(*fields[:5], Role(fields[5]), tuple(fields[6]))
     return services.releases.answer(identity, req, price=price).to_dict()
 
 
@@ -84,7 +84,7 @@ class Offload:
     def answer(self, identity: Identity, req: ViewRequest, version: str,
                price: bool = False) -> dict[str, Any]:
         """The answer as the child's door served it (a dict of ``ViewAnswer``)."""
-        fields = (*astuple(req)[:5], req.role.value)
+        fields = (*astuple(req)[:5], req.role.value, list(req.without))
         return self.call(_answer, identity, req.dataset_id, version, fields, price)
 
     def call(self, fn: Callable[..., T], identity: Identity, dataset_id: str, version: str,

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dp_engine.bands import NOISE_LABELS
-from dp_engine.sound.plan import WITHHELD_REASON
 from dp_engine.sound.release import Release
 from dp_engine.sound.spread import error_scale
 from dp_engine.sound.truth import realized_relative_error
@@ -68,9 +67,10 @@ def _note(view: ViewPlan, withheld: np.ndarray) -> str:
             "the dataset's public calibration (DP group sizes and a DP pilot of the column)")
     if g > 1:
         text += "; the view costs the largest group ε (the groups hold different patients)"
-    if withheld.any():
-        names = ", ".join(view.group_keys[i] for i in np.flatnonzero(withheld))
-        text += f". Withheld — {WITHHELD_REASON}: {names}"
+    reasons = view.reasons()
+    for why in dict.fromkeys(r for r in reasons if r):
+        names = ", ".join(k for k, r in zip(view.group_keys, reasons, strict=True) if r == why)
+        text += f". Withheld — {why}: {names}"
     return text + "."
 
 
@@ -117,7 +117,7 @@ def publish(view: ViewPlan, plan: ReleasePlan, rel: Release,
         group_expected_relative_error=_listed(err_rel), withheld=[bool(w) for w in withheld],
         group_n_estimate=_listed(np.round(view.scales.n_hat)) if view.scales is not None
         else [], error_scale=_listed(error_scale_of(view)),
-        withheld_reason=[WITHHELD_REASON if w else "" for w in withheld],
+        withheld_reason=view.reasons(),
         error_definition=ERROR_DEFINITION, **fields,
     )
 

@@ -22,6 +22,7 @@ import numpy as np
 from dp_engine import paper, sound
 from dp_engine.bands import band
 from dp_engine.schema import NUMERIC_KINDS, ColumnSpec
+from dp_engine.sound.plan import WITHHELD_REASON
 from dp_engine.sound.release import Release
 from dp_engine.sound.releases import FINE_CANDIDATES
 from services.data.sources.query import AggregateQuery, Aggregates
@@ -45,6 +46,7 @@ from services.views.inputs import (
 from services.views.queries import BOX_QS, VIEWS, RequestError, ViewRequest
 
 Truth = Callable[[], np.ndarray]
+LEFT_OUT = "left out at your request (the view costs less without it)"
 
 
 class PaperOut(NamedTuple):
@@ -97,6 +99,14 @@ class ViewPlan:
         self.tier_eps: dict[int, np.ndarray] = {}
 
     # -- public metadata ---------------------------------------------------------------------
+    def reasons(self) -> list[str]:
+        """Why each group is withheld at the served tier ("" when shown)."""
+        assert self.tiers is not None
+        plan = self.tiers.tiers[self.key.tier]
+        return [LEFT_OUT if key in self.req.without else
+                (plan.reasons[g] or WITHHELD_REASON) if not np.isfinite(plan.epsilon[g])
+                else "" for g, key in enumerate(self.group_keys)]
+
     def check_column(self, spec: ColumnSpec) -> None:
         """Refuse a measured column this view cannot use (default: numeric with bounds)."""
         if spec.kind not in NUMERIC_KINDS:
@@ -128,7 +138,9 @@ class ViewPlan:
         self.tiers = planned_tiers(cache_key, self.statistic, self.scales,
                                    store=self.plan_store, contribution=self.contribution,
                                    **self.plan_kwargs())
-        self.tier_eps = {t: p.epsilon for t, p in self.tiers.tiers.items()}
+        left = np.isin(np.asarray(self.group_keys, dtype=object), list(self.req.without))
+        self.tier_eps = {t: np.where(left, np.nan, p.epsilon)
+                         for t, p in self.tiers.tiers.items()}
         eps = {t: tuple(float(v) if math.isfinite(v) else 0.0 for v in self.tier_eps[t])
                for t in TIERS}
         return ReleasePlan(self.key, eps, self.nestable, self.mechanism,

@@ -18,6 +18,7 @@ from dp_engine.errors import DPError, SchemaError, UnknownQueryError
 from dp_engine.schema import ColumnKind, ColumnSpec, Schema
 from services.identity import access
 from services.identity.roles import Role
+from services.views.statistics import group_keys
 
 VIEWS: dict[str, str] = {
     "histogram": "Histogram (counts)",
@@ -78,6 +79,7 @@ class ViewRequest:
     group: str | None
     mechanism: str
     role: Role
+    without: tuple[str, ...] = ()   # groups left out on purpose (the price without them)
 
     @property
     def tier(self) -> int:
@@ -95,7 +97,7 @@ class ViewRequest:
             "mechanism": self.mechanism,
             "metadata": _metadata_hash(specs),
             "release": RELEASE_FORMAT,
-        }
+        } | ({"without": sorted(self.without)} if self.without else {})
 
     def query_key(self, schema: Schema) -> str:
         return json.dumps(self.canonical(schema), sort_keys=True, separators=(",", ":"))
@@ -146,7 +148,26 @@ def parse_request(raw: Mapping[str, Any], granted: Role, schema: Schema) -> View
         g_spec.category_list()
         if group == x:
             raise RequestError("Choose a group column different from the measured column.")
-    return ViewRequest(dataset_id, view, x, group, mechanism, role)
+    return ViewRequest(dataset_id, view, x, group, mechanism, role,
+                       _without(raw.get("without"), schema, group))
+
+
+MAX_LEFT_OUT = 50
+
+
+def _without(value: Any, schema: Schema, group: str | None) -> tuple[str, ...]:
+    """Groups to leave out: labels of the grouping's public categories (untrusted input)."""
+    if value in (None, "", [], ()):
+        return ()
+    if group is None:
+        raise RequestError("Only a grouped view can leave groups out.")
+    items = value if isinstance(value, list | tuple) else [value]
+    labels = set(group_keys(schema.column(group)))
+    if len(items) > MAX_LEFT_OUT or not all(isinstance(i, str) and i in labels for i in items):
+        raise RequestError("Leave out only groups of the chosen grouping, from the list.")
+    if len(set(items)) >= len(labels):
+        raise RequestError("Keep at least one group in the view.")
+    return tuple(sorted(set(items)))
 
 
 def _queryable(schema: Schema, name: str) -> ColumnSpec:

@@ -9,12 +9,15 @@ reads them from a capped row sample (``services.data.sources.resolve.read_rows``
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from dp_engine.schema import NUMERIC_KINDS, ColumnKind, ColumnSpec, Schema
-from services.views.queries import ViewRequest
+
+if TYPE_CHECKING:
+    from services.views.queries import ViewRequest
 
 ALL = "All patients"
 

@@ -9,7 +9,7 @@ from typing import Any
 from layouts import ids
 
 RENDER_OUTPUTS = [(ids.EX_VIEW, "value"), (ids.EX_X, "value"), (ids.EX_GROUP, "value"),
-                  (ids.EX_ROLE, "value"), (ids.EX_MECHANISM, "value"),
+                  (ids.EX_WITHOUT, "value"), (ids.EX_ROLE, "value"), (ids.EX_MECHANISM, "value"),
                   (ids.EX_COMPARE, "value"), (ids.EX_PRESET, "value"),
                   (ids.EX_PRESET, "options"), (ids.EX_REOPEN, "value"),
                   (ids.EX_REOPEN, "options"), (ids.EX_GRAPHS, "children"),
@@ -18,10 +18,12 @@ RENDER_OUTPUTS = [(ids.EX_VIEW, "value"), (ids.EX_X, "value"), (ids.EX_GROUP, "v
                   (ids.EX_RELEASE, "disabled"), (ids.EX_RELEASE_NOTE, "children")]
 RENDER_INPUTS = [(ids.EX_PRESET, "value"), (ids.EX_DATASET, "value"), (ids.EX_ROLE, "value"),
                  (ids.EX_VIEW, "value"), (ids.EX_X, "value"), (ids.EX_GROUP, "value"),
-                 (ids.EX_MECHANISM, "value"), (ids.EX_COMPARE, "value"),
+                 (ids.EX_WITHOUT, "value"), (ids.EX_MECHANISM, "value"),
+                 (ids.EX_COMPARE, "value"),
                  (ids.EX_RELEASE, "n_clicks"), (ids.EX_REOPEN, "value")]
 NAMES = {"dataset": ids.EX_DATASET, "role": ids.EX_ROLE, "view": ids.EX_VIEW, "x": ids.EX_X,
-         "group": ids.EX_GROUP, "mechanism": ids.EX_MECHANISM, "compare": ids.EX_COMPARE,
+         "group": ids.EX_GROUP, "without": ids.EX_WITHOUT, "mechanism": ids.EX_MECHANISM,
+         "compare": ids.EX_COMPARE,
          "preset": ids.EX_PRESET, "reopen": ids.EX_REOPEN}
 
 
@@ -99,7 +101,8 @@ def post(client, changed: str, **values: Any) -> RenderReply:
     """POST the Explore screen callback as if ``changed`` (a component id) fired."""
     sent: dict[str, Any] = {ids.EX_PRESET: None, ids.EX_DATASET: "pirads",
                             ids.EX_ROLE: "owner", ids.EX_VIEW: "histogram", ids.EX_X: "Age",
-                            ids.EX_GROUP: "PIRADS score", ids.EX_MECHANISM: "sound",
+                            ids.EX_GROUP: "PIRADS score", ids.EX_WITHOUT: [],
+                            ids.EX_MECHANISM: "sound",
                             ids.EX_COMPARE: False, ids.EX_REOPEN: None}
     for k, v in values.items():
         sent[NAMES[k]] = v
