@@ -76,6 +76,12 @@ LEDGER_TOTALS = "ledger-totals"
 LEDGER_DATASETS = "ledger-datasets"
 LEDGER_EXPORT = "ledger-export"
 LEDGER_DOWNLOAD = "ledger-download"
+LEDGER_SET_DATASET = "ledger-set-dataset"    # budget settings: which dataset ("*": all)
+LEDGER_SET_KEY = "ledger-set-key"            # which setting
+LEDGER_SET_VALUE = "ledger-set-value"        # its new value (empty: unlimited)
+LEDGER_SET_SAVE = "ledger-set-save"
+LEDGER_SET_MESSAGE = "ledger-set-message"
+LEDGER_SETTINGS = "ledger-settings"          # the settings in force and their history
 
 # --- Anonymize page ---
 AN_DATASET = "anon-dataset"

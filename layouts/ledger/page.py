@@ -31,6 +31,28 @@ _INTERNAL_COLUMNS = ["#", "When (UTC)", "Dataset", "Version", "Key", "Tier", "Me
 NOT_DP = "not DP"
 
 
+SETTINGS = {
+    "budget:collaborator": "Collaborators' budget (shared by all collaborators)",
+    "budget:third_party": "Third parties' budget (shared by all third parties)",
+    "budget:owner": "Owner's budget",
+    "user_limit:collaborator": "Each collaborator's own limit",
+    "user_limit:third_party": "Each third party's own limit",
+    "dataset_cap": "Dataset's cap on its total privacy loss",
+}
+"""The settings the owner may change here (services/ledger/policy_store.py), in words."""
+EVERY = "*"
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting as in force for one dataset: its value and where it comes from."""
+
+    dataset_id: str
+    key: str
+    value: float | None
+    source: str          # "default" | "owner"
+
+
 @dataclass(frozen=True)
 class LedgerPage:
     """Everything the ledger page shows, read by the callbacks."""
@@ -43,6 +65,9 @@ class LedgerPage:
     releases: list[StoredRelease]
     release_count: int
     internal: list[TierRecord]
+    settings: list[Setting] = ()
+    history: list = ()
+    all_datasets: list[str] = ()
 
 
 def _when(ts: datetime) -> str:
@@ -129,15 +154,73 @@ def datasets_table(datasets: list[DatasetStatus]) -> html.Div:
                     id=ids.LEDGER_DATASETS)
 
 
+HOW = {"fresh": "drawn from the data", "refined": "noise added to tier {parent}",
+       "sharpened": "drawn given tier {parent} (gradual release)",
+       "bridged": "drawn between tiers (gradual release)",
+       "independent": "drawn from the data (a draw of its own)",
+       "schema-3": "drawn before lazy tiers"}
+
+
+def _how(t: TierRecord) -> str:
+    how = HOW.get(t.drawn, t.drawn or "drawn from the data").format(parent=t.refined_from)
+    if t.dp and t.disclosed_at is None:
+        how += "; only the owner has seen it (not counted)"
+    return how
+
+
 def internal_table(records: list[TierRecord]) -> html.Div | dbc.Table:
-    """The tier store: what each internal release added to its dataset's loss."""
+    """The tier store: every draw, how it was drawn and what it added to its dataset's loss
+    (a tier adds only once it reaches a role other than the owner)."""
     rows = [[t.id, _when(t.created_at), t.dataset_id, t.dataset_version,
              html.Code(t.query_key, className="small"), t.tier, t.mechanism, _eps(t.epsilon),
              _eps(t.dataset_loss) if t.dp else f"({NOT_DP}: ≥ {_eps(t.dataset_loss)})",
-             "drawn from the data" if t.refined_from is None
-             else f"noise added to tier {t.refined_from}"]
+             _how(t)]
             for t in records]
     return _table(_INTERNAL_COLUMNS, rows, "No internal release yet.")
+
+
+def settings_table(settings: list[Setting]) -> html.Div | dbc.Table:
+    """The budgets and caps in force per dataset, and whether the owner set them."""
+    rows = [[s.dataset_id if s.dataset_id != EVERY else "every dataset",
+             SETTINGS.get(s.key, s.key), _eps(s.value),
+             "set here" if s.source == "owner" else "default (environment)"]
+            for s in settings]
+    return _table(["Dataset", "Setting", "Value", "From"], rows, "No setting.")
+
+
+def history_table(history: list) -> html.Div | dbc.Table:
+    """Every change the owner made, newest first: who, when, what."""
+    rows = [[_when(h.at), h.user, h.dataset_id if h.dataset_id != EVERY else "every dataset",
+             SETTINGS.get(h.key, h.key), _eps(h.value)] for h in history]
+    return _table(["When (UTC)", "Who", "Dataset", "Setting", "New value"], rows,
+                  "No change yet: the defaults from the environment are in force.")
+
+
+def settings_card(data: LedgerPage) -> dbc.Card:
+    """Change a budget, a per-user limit or a dataset's cap: in force at once, everywhere."""
+    datasets = [{"label": "Every dataset", "value": EVERY}] + [
+        {"label": d, "value": d} for d in data.all_datasets]
+    return dbc.Card(dbc.CardBody([
+        html.H2("Budget settings", className="h6"),
+        html.P("A change binds the very next request on every server worker and is kept in "
+               "the ledger with who made it and when. Leave the value empty for no limit.",
+               className="small text-muted"),
+        dbc.Row([
+            dbc.Col(field("Dataset", dcc.Dropdown(id=ids.LEDGER_SET_DATASET, options=datasets,
+                                                  value=EVERY, clearable=False)), md=3),
+            dbc.Col(field("Setting", dcc.Dropdown(
+                id=ids.LEDGER_SET_KEY, clearable=False, value="budget:third_party",
+                options=[{"label": v, "value": k} for k, v in SETTINGS.items()])), md=4),
+            dbc.Col(field("New value (ε)", dbc.Input(id=ids.LEDGER_SET_VALUE, type="number",
+                                                     min=0, step="any")), md=2),
+            dbc.Col(dbc.Button("Save", id=ids.LEDGER_SET_SAVE, color="primary",
+                               className="mt-4"), md=2),
+        ], className="g-2"),
+        html.Div(id=ids.LEDGER_SET_MESSAGE, role="status", **{"aria-live": "polite"}),
+        html.Div([settings_table(list(data.settings)),
+                  html.H3("Changes", className="h6 mt-2"), history_table(list(data.history))],
+                 id=ids.LEDGER_SETTINGS),
+    ]), className="mb-3")
 
 
 def _filter(label: str, cid: str, values: list[str], placeholder: str) -> dbc.Col:
@@ -152,12 +235,16 @@ def layout(data: LedgerPage) -> html.Div:
     return html.Div([
         html.H1("Privacy ledger", className="h4"),
         html.P("Every noisy answer that left the server, who received it, and what it cost. "
-               "A repeated request is served from this ledger and costs nothing. Internal "
-               "releases (the DP dataset size used for calibration, the tiers other answers "
-               "are derived from) count towards the dataset's loss only, never a role's "
-               "budget. Paper-mode answers are not differentially private: they are recorded "
-               "with a lower bound of their loss and left out of every total.",
+               "A repeated request is served from this ledger and costs nothing. Whoever "
+               "causes a release pays for it: a role is charged what it sees, a grouping's DP "
+               "group sizes are charged to whoever priced them, and a dataset's loss grows "
+               "only when an answer reaches a role other than the owner (the owner's own "
+               "views are not a disclosure), plus its calibration (the DP number of records "
+               "and a DP pilot of each numeric column, drawn once). Paper-mode answers are "
+               "not differentially private: they are recorded with a lower bound of their "
+               "loss and left out of every total.",
                className="text-muted"),
+        settings_card(data),
         dbc.Card(dbc.CardBody([
             html.H2("Budgets", className="h6"),
             budgets_table(data.budgets),

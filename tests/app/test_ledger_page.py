@@ -42,7 +42,8 @@ def services(tmp_path):
     ]:
         ledger.release(toy_plan(key, role=role, eps=eps, dataset=ds, version=f"{ds}-v1"),
                        toy_release, answer({"value": 1.0, "who": user}), user=user)
-    yield SimpleNamespace(ledger=ledger, identity=Session())
+    yield SimpleNamespace(ledger=ledger, identity=Session(),
+                          registry=SimpleNamespace(list=lambda: []))
     ledger.close()
 
 
