@@ -359,7 +359,12 @@ def screen_for(services: Services, identity, trigger: Any, preset: Any, c: dict[
             reqs = _requests(identity, ds, c)
             look = _look(session, ds, reqs, c)
             spend = trigger in (ids.EX_PRESET, ids.EX_RELEASE)
-            if look.all_served or (spend and look.priced):
+            ask = trigger == ids.EX_PRESET and not look.all_served and look.priced \
+                and _asks_first(look, identity.role)
+            if ask:           # a large share of what is left: the Release button confirms
+                screen = preview_screen(services, session, ds, look)
+                notes.append(_ask_text(PRESETS[preset].label, look))
+            elif look.all_served or (spend and look.priced):
                 screen, rows = release_screen(services, session, ds, reqs)
                 look.mine = _with_new(look.mine, rows)
                 served = {key for key, q in zip(PRESETS, look.preset_quotes, strict=True)
@@ -390,6 +395,32 @@ def screen_for(services: Services, identity, trigger: Any, preset: Any, c: dict[
         log.exception("Explore view failed")
         screen = Screen(message=_alert(FAILED, "danger"), preset=None)
     return screen
+
+
+ASK_SHARE = 0.25
+"""A one-click spend asks first above this share of what a non-owner has left."""
+
+
+def _asks_first(look: ScreenRead, role: Role) -> bool:
+    """Whether a preset would take more than a quarter of a non-owner's remaining budget."""
+    if role is Role.OWNER:
+        return False
+    left = _left(look)
+    cost = sum(getattr(q, "cost", 0.0) for q in look.quotes)
+    return left is not None and cost > ASK_SHARE * left
+
+
+def _left(look: ScreenRead) -> float | None:
+    status = look.status
+    left = [x for x in (status.role.remaining, status.user.remaining) if x is not None]
+    return min(left) if left else None
+
+
+def _ask_text(label: str, look: ScreenRead) -> str:
+    cost = sum(getattr(q, "cost", 0.0) for q in look.quotes)
+    return (f"{label} costs ε {cost:.3g}, more than a quarter of what your role has left "
+            f"(ε {_left(look):.3g}). Nothing is spent yet: press Release (ε {cost:.3g}) to "
+            "release it, or change a control (e.g. leave out the group that sets the price).")
 
 
 def _same(quote: Any, req: ViewRequest, session: Session, ds) -> bool:
