@@ -85,6 +85,7 @@ def build_services(config: AppConfig, *, seed: int | None = None) -> AppServices
     ledger = Ledger(config.ledger_url, budget_policy(config))
     releases = ReleaseService(registry, ledger, rng_factory=new_rng_factory(seed),
                               offload=Offload(config) if config.offload_uncached else None)
+    registry.on_confirm.append(releases.calibrate)    # a confirmed version's calibration
     publish = PublishService(PublishStore(ledger.db), ledger, releases, registry,
                              user_role=user_role)
     studio = StudioService(registry, ledger, rng_factory=new_rng_factory(seed),

@@ -66,6 +66,7 @@ class DatasetRegistry(LargeDatasets):
         self.max_columns = int(max_columns)
         self.rare_level_min = int(rare_level_min)  # see services.data.limits.RARE_LEVEL_MIN
         self.problems: list[str] = []  # configured files that could not be loaded (owner-only)
+        self.on_confirm: list = []     # called with each dataset the owner confirms
         self._uploads = self.storage_dir / "uploads"
         self._schemas = self.storage_dir / "schemas"
         self._lock = threading.RLock()
@@ -168,7 +169,9 @@ class DatasetRegistry(LargeDatasets):
             notes = tuple(n for n in schema.notes if not n.startswith(PROPOSED_NOTE))
             ds = replace(entry.dataset, schema=replace(schema, notes=notes))
             self._store_schema(entry, ds)
-            return ds
+        for hook in self.on_confirm:   # e.g. the version's privacy calibration, drawn once
+            hook(ds)
+        return ds
 
     # --- internals -----------------------------------------------------------------
     def _missing(self, dataset_id: str) -> Entry:
