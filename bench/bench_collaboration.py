@@ -326,17 +326,15 @@ def splice(text: str, new: str, title: str = "## Collaboration scenario (issue 2
     return text[:start] + new + ("\n" + text[end + 1:] if end >= 0 else "\n")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--database-url",
-                        default="postgresql+psycopg://postgres@127.0.0.1:5432/test")
-    parser.add_argument("--hammer", type=float, default=60.0)
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    args = parser.parse_args(argv)
-    command = "python -m bench.bench_collaboration " + " ".join(argv or sys.argv[1:])
+def run_all(database_url: str | None, seconds: float) -> tuple:
+    """The whole scenario on a fresh app and ledger ('' or None: SQLite in the data
+    directory; a PostgreSQL server URL: a fresh database, dropped after): (scenario, loss
+    after steps 1-4, hammer figures, invariant problems, withheld large groups, whether the
+    third parties hold the four figures)."""
     with tempfile.TemporaryDirectory(prefix="bench-collab-") as name, \
-            ledger_database(args.database_url) as url:
+            ledger_database(database_url or None) as url:
         tmp = Path(name)
+        url = url or f"sqlite:///{tmp / 'ledger.sqlite'}"
         users = tmp / "users.json"
         for user, role in USERS.items():
             add_user(users, user, role, PASSWORD)
@@ -353,14 +351,26 @@ def main(argv: list[str] | None = None) -> int:
             loss = ledger.dataset_loss(DATASET)
             held = third_parties_hold_the_figures(ledger)
             big = withheld_big_groups(ledger)
-            hammered = hammer(srv, ledger, args.hammer)
+            hammered = hammer(srv, ledger, seconds)
             problems = check_invariants(ledger)
             run.notes.append(f"scenario and hammer took {time.perf_counter() - start:.0f} s; "
                              f"load average {load_average()}")
         finally:
             ledger.close()
             srv.stop()
-    text = section(run, loss, hammered, problems, big, held, command)
+    return run, loss, hammered, problems, big, held
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--database-url",
+                        default="postgresql+psycopg://postgres@127.0.0.1:5432/test")
+    parser.add_argument("--hammer", type=float, default=60.0)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    command = "python -m bench.bench_collaboration " + " ".join(argv or sys.argv[1:])
+    outcome = run_all(args.database_url, args.hammer)
+    text = section(*outcome, command)
     print(text)
     out = args.out
     old = out.read_text(encoding="utf-8") if out.exists() else header_markdown()
