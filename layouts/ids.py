@@ -54,6 +54,7 @@ PANEL_REALIZED = "panel-realized"
 PANEL_EFFECTIVE = "panel-effective"
 PANEL_ODDS = "panel-odds"
 PANEL_GROUPS = "panel-groups"
+PANEL_DETAILS = "panel-details"       # the technical detail behind a disclosure
 
 # --- Data page (datasets and schemas) ---
 DATA_UPLOAD = "data-upload"

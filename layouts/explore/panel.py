@@ -23,9 +23,32 @@ def _row(term: str, value, value_id: str | None = None, hint: str = "") -> list:
 
 
 def odds_sentence(epsilon: float) -> str:
+    """What ε promises, in words a clinician reads (the formula sits in the details)."""
     factor = math.exp(epsilon) if epsilon < 700 else math.inf
-    return ("Whatever is shown, the odds of any guess about one patient change by at most a "
-            f"factor e^ε = {fmt(factor)}.")
+    return ("Whatever this view shows, it changes the odds of any guess about one patient — "
+            f"whether they are in the data, what their values are — by at most ×{fmt(factor)}.")
+
+
+def odds_formula(epsilon: float) -> str:
+    factor = math.exp(epsilon) if epsilon < 700 else math.inf
+    return f"That factor is e^ε = e^{fmt(epsilon)} = {fmt(factor)}."
+
+
+def scale_words(ans: ViewAnswer) -> str:
+    """What a relative error is measured against, for this kind of figure."""
+    if ans.figure == "histogram" or ans.error_unit in ("patients", "records"):
+        return "the group's typical count per bar"
+    if ans.figure == "box":
+        return "the spread of the group's middle 90 %"
+    if ans.statistic_label.lower().startswith("variance"):
+        return "the group's variance"
+    return "the group's standard deviation"
+
+
+def noise_words(ans: ViewAnswer) -> str:
+    """The noise level in words: "high: typically 10–20 % of the group's spread"."""
+    lo, hi = ans.band
+    return f"{NOISE_LABELS[ans.tier]} — about {lo:g}–{hi:g} % of {scale_words(ans)}"
 
 
 def budget_meter(ans: ViewAnswer, granted: Role) -> html.Div:
@@ -62,10 +85,10 @@ def error_text(ans: ViewAnswer) -> str:
     if not math.isfinite(ans.expected_error):
         return "no group is shown at this noise level"
     many = len(ans.groups) > 1
-    return (f"{'up to ' if many else ''}± {fmt(ans.expected_error)} {ans.error_unit} "
-            f"(≈ {ans.expected_relative_error:.1f} % of the statistic's own size)"
-            + ("; each group below" if many else "")
-            + ". Hover a value for its 95 % interval.")
+    return (f"On average each value is within ± {fmt(ans.expected_error)} {ans.error_unit} of "
+            f"the true one{' (the least precise group; each group below)' if many else ''}, "
+            f"about {ans.expected_relative_error:.1f} % of {scale_words(ans)}. "
+            "Hover a value for its 95 % interval.")
 
 
 PRICE_DRIVER_RATIO = 1.25
@@ -109,7 +132,7 @@ def driver_block(ans: ViewAnswer, *, released: bool) -> html.Div | None:
 def group_table(ans: ViewAnswer, granted: Role) -> dbc.Table:
     """ε, expected error and (owner) realized noise of every group; withheld groups say so."""
     owner = granted is Role.OWNER and ans.group_realized_noise_percent is not None
-    head = ["Group", "ε", f"Expected error ({ans.error_unit or 'value'})", "Relative"]
+    head = ["Group", "ε", f"Typical error ({ans.error_unit or 'value'})", "Relative"]
     if owner:
         head.append("Realized (owner)")
     body = []
@@ -126,41 +149,61 @@ def group_table(ans: ViewAnswer, granted: Role) -> dbc.Table:
                 real = ans.group_realized_noise_percent[g]  # type: ignore[index]
                 cells.append("–" if real is None else f"{real:.1f} %")
         body.append(html.Tr([html.Td(c) for c in cells]))
-    return dbc.Table([html.Caption("Per group: ε and expected error (relative to the "
-                                   "statistic's own size)", className="small"),
+    return dbc.Table([html.Caption(f"Per group: privacy cost (ε) and typical error (relative "
+                                   f"to {scale_words(ans)})", className="small"),
                       html.Thead(html.Tr([html.Th(h, scope="col") for h in head])),
                       html.Tbody(body)], size="sm", className="mb-2 small",
                      id=ids.PANEL_GROUPS)
 
 
+def details(ans: ViewAnswer, extra: list | None = None) -> html.Details:
+    """The technical detail behind a disclosure: mechanism, sensitivity, unit, definitions."""
+    rows: list = []
+    rows += _row("Noise factor (the paper's tiers 0–2)", f"{ans.tier} ({NOISE_LABELS[ans.tier]})")
+    rows += _row("Mechanism", ans.mechanism_label, ids.PANEL_MECHANISM)
+    rows += _row("Sensitivity S_f", ans.sensitivity, ids.PANEL_SENSITIVITY,
+                 "How much one patient can move the statistic before noise.")
+    if ans.dp:
+        rows += _row("Unit of privacy", unit_text(ans), hint="Who the guarantee protects.")
+        rows += _row("How errors are measured", ans.error_definition)
+    body: list = [html.Dl(rows, className="mb-2"),
+                  html.P(odds_formula(ans.epsilon), className="small")]
+    if ans.calibration_note and ans.dp:
+        body.append(html.P(ans.calibration_note, className="small text-muted"))
+    body += extra or []
+    return html.Details([html.Summary("Details for statisticians", className="small"),
+                         html.Div(body, className="mt-2")],
+                        className="panel-details mb-2", id=ids.PANEL_DETAILS)
+
+
 def panel(ans: ViewAnswer, granted: Role) -> dbc.Card:
-    """One answer's panel. Realized noise only for the owner (it is computed from true data)."""
-    lo, hi = ans.band
+    """One answer's panel, in a clinician's words first; realized noise only for the owner
+    (it is computed from true data); the technical detail behind "Details"."""
     viewing = Role(ans.role)
     role_txt = granted.label if viewing is granted else (
         f"{granted.label}, previewing {viewing.label.lower()}")
     rows: list = []
     rows += _row("Role", role_txt, ids.PANEL_ROLE)
-    rows += _row("Noise factor and band",
-                 f"{ans.tier} ({NOISE_LABELS[ans.tier]}) · {lo:g}–{hi:g} %", ids.PANEL_BAND)
-    rows += _row("Mechanism", ans.mechanism_label, ids.PANEL_MECHANISM)
-    rows += _row("ε of this view", fmt(ans.epsilon), ids.PANEL_EPSILON,
-                 "The privacy-loss parameter the mechanism was run with.")
-    rows += _row("Sensitivity S_f", ans.sensitivity, ids.PANEL_SENSITIVITY)
-    rows += _row("ε spent by this view", spent_text(ans), ids.PANEL_SPENT,
+    rows += _row("Noise level", noise_words(ans), ids.PANEL_BAND,
+                 "The tier's noise factor and its band, measured against each group's spread.")
+    rows += _row("Privacy cost of this view (ε)", fmt(ans.epsilon), ids.PANEL_EPSILON,
+                 "Smaller is more private. The privacy-loss parameter the noise was drawn "
+                 "with.")
+    rows += _row("Taken from your budget", spent_text(ans), ids.PANEL_SPENT,
                  "Exactly what the privacy ledger charged your role's budget for this view.")
+    if ans.dp:
+        rows += _row("How close to the truth", error_text(ans), ids.PANEL_ERROR,
+                     ans.error_definition)
     if granted is Role.OWNER and ans.realized_noise_percent is not None:
         many = len(ans.groups) > 1 and ans.dp
         rows += _row("Realized noise (owner only)", f"{ans.realized_noise_percent:.2f} %"
                      + (" (mean over the groups shown)" if many else ""),
-                     ids.PANEL_REALIZED, "Computed against the true values; never shown to "
-                     "other roles.")
-    if ans.dp:
-        rows += _row("Unit of privacy", unit_text(ans), hint="Who the guarantee protects.")
-        rows += _row("Expected error", error_text(ans), ids.PANEL_ERROR, ans.error_definition)
+                     ids.PANEL_REALIZED, "How far this release is from the true values; "
+                     "computed against them, so never shown to other roles.")
     body = [
         html.H2("Privacy", className="h5"),
         html.Dl(rows, className="mb-2"),
+        html.P(odds_sentence(ans.epsilon), id=ids.PANEL_ODDS, className="small"),
     ]
     if ans.dp and ans.group_epsilon:
         driver = driver_block(ans, released=True)
@@ -170,7 +213,6 @@ def panel(ans: ViewAnswer, granted: Role) -> dbc.Card:
     if granted is Role.OWNER:
         body += [dbc.Alert(w, color="warning", className="small py-2")
                  for w in ans.realized_warnings]
-    body.append(html.P(odds_sentence(ans.epsilon), id=ids.PANEL_ODDS, className="small"))
     if not ans.dp:
         body.append(dbc.Alert(
             [html.Strong("Not differentially private as labelled. "),
@@ -180,8 +222,7 @@ def panel(ans: ViewAnswer, granted: Role) -> dbc.Card:
             color="danger", id=ids.PANEL_EFFECTIVE, className="small"))
     for flag in ans.flags:
         body.append(dbc.Alert(flag, color="warning", className="small py-2"))
-    if ans.calibration_note and ans.dp:
-        body.append(html.P(ans.calibration_note, className="small text-muted"))
+    body.append(details(ans))
     body.append(budget_meter(ans, granted))
     return dbc.Card(dbc.CardBody(body), className="privacy-panel")
 
@@ -193,8 +234,9 @@ def compare_panel(answers: list[ViewAnswer], granted: Role) -> dbc.Card:
                              html.Td(fmt(a.epsilon)),
                              html.Td("–" if a.realized_noise_percent is None
                                      else f"{a.realized_noise_percent:.2f} %")]))
-    table = dbc.Table([html.Thead(html.Tr([html.Th("Noise factor"), html.Th("ε"),
-                                           html.Th("Realized noise")])),
+    table = dbc.Table([html.Thead(html.Tr([html.Th("Noise level", scope="col"),
+                                           html.Th("ε", scope="col"),
+                                           html.Th("Realized noise", scope="col")])),
                        html.Tbody(rows)], size="sm", className="mb-2")
     return dbc.Card(dbc.CardBody([
         html.H2("Privacy — compare", className="h5"), table,

@@ -9,11 +9,10 @@ from __future__ import annotations
 import dash_bootstrap_components as dbc
 from dash import html
 
-from dp_engine.bands import NOISE_LABELS
 from layouts import ids
 from layouts.components.budget import BudgetFigures, budget_block
 from layouts.components.figures import fmt
-from layouts.explore.panel import driver_block
+from layouts.explore.panel import driver_block, noise_words, scale_words
 from services.identity.roles import Role
 from services.views.preview import PREVIEW_LABEL, Preview
 
@@ -82,24 +81,22 @@ def panel(previews: list[Preview], granted: Role) -> dbc.Card:
         def named(value_id: str, first_only: Preview = p) -> dict:
             return {"id": value_id} if first_only is first else {}
 
-        lo, hi = a.band
-        label = f"{a.tier} ({NOISE_LABELS[a.tier]}) · {lo:g}–{hi:g} %"
         eps = "set by PyDPLib's search at release (not DP)" if not p.dp else fmt(a.epsilon)
-        rows += [html.Dt("Noise factor and band", className="small text-muted mb-0"),
-                 html.Dd(label, className="mb-1", **named(ids.PANEL_BAND)),
-                 html.Dt("ε this release would use", className="small text-muted mb-0"),
+        rows += [html.Dt("Noise level", className="small text-muted mb-0"),
+                 html.Dd(noise_words(a), className="mb-1", **named(ids.PANEL_BAND)),
+                 html.Dt("Privacy cost of this view (ε)", className="small text-muted mb-0"),
                  html.Dd(eps, className="mb-1", **named(ids.PANEL_EPSILON))]
         if p.dp:
-            rows += [html.Dt("Expected error", className="small text-muted mb-0"),
-                     html.Dd(f"± {fmt(a.expected_error)} {a.error_unit} per value "
-                             f"(≈ {a.expected_relative_error:.1f} % relative)",
-                             className="mb-1", **named(ids.PANEL_ERROR))]
+            rows += [html.Dt("How close to the truth", className="small text-muted mb-0"),
+                     html.Dd(f"On average within ± {fmt(a.expected_error)} {a.error_unit} of "
+                             f"the true value, about {a.expected_relative_error:.1f} % of "
+                             f"{scale_words(a)}", className="mb-1", **named(ids.PANEL_ERROR))]
     cost_text = ("0 — already released to your role, opens free" if all(p.cached for p in
                                                                         previews)
                  else f"{fmt(cost)} from your role's budget" if all(p.priced for p in previews)
                  else f"shown once the grouping is priced (at most "
                  f"{fmt(max(p.bound or 0.0 for p in previews))})")
-    rows += [html.Dt("A release would cost", className="small text-muted mb-0"),
+    rows += [html.Dt("Releasing it would take", className="small text-muted mb-0"),
              html.Dd(cost_text, className="mb-1", id=ids.PANEL_SPENT)]
     body: list = [
         html.H2("Preview — nothing spent", className="h5"),

@@ -19,6 +19,7 @@ from layouts import ids
 from services.identity.roles import Role
 from tests.e2e.test_explore_browser import (
     GRAPH,
+    _choose_figure,
     _click,
     _data,
     _free_port,
@@ -47,19 +48,6 @@ def _released(dash_duo, timeout: float = 60) -> None:
     """Wait until the Release button says the view is released (its answer is on screen)."""
     until(lambda: dash_duo.find_element(f"#{ids.EX_RELEASE}").text.startswith("Released"),
           timeout=timeout)
-
-
-def _choose_figure(dash_duo, key: str) -> None:
-    """Choose a paper preset by its label ("Fig. 4 — …"), wherever the list shows it."""
-    options = ".dash-dropdown-options .dash-dropdown-option"
-    if not dash_duo.find_elements(options):
-        _click(dash_duo, f"#{ids.EX_PRESET}")
-    dash_duo.wait_for_element(options, timeout=10)
-    label = f"Fig. {key[-1]} "
-    match = [o for o in dash_duo.find_elements(options) if o.text.startswith(label)]
-    assert match, [o.text for o in dash_duo.find_elements(options)]
-    match[0].click()
-    dash_duo.wait_for_no_elements(options, timeout=10)
 
 
 def _group_sizes(column: str) -> dict[str, int]:
