@@ -101,11 +101,15 @@ def patient_card(dataset, d: Decision | None) -> html.Div:
     ], className=f"border rounded p-2 mb-2 {'border-warning' if asks else 'border-light-subtle'}")
 
 
-def public_summary(listed: list[Decision]) -> str:
-    """One sentence: what confirming makes public, and what stays hidden."""
+def public_summary(listed: list[Decision], confirmed: bool = False) -> str:
+    """One sentence beside the Confirm button: what is (or confirming makes) public."""
     shown = sum(len(d.entries) for d in listed if d.key not in (dec.PATIENT, dec.HIDDEN))
     hidden = sum(len(d.entries) for d in listed if d.key == dec.HIDDEN)
     left = sum(d.asks for d in listed)
+    if confirmed:
+        return (f"Confirmed: the metadata listed above for {shown} column(s) and the unit of "
+                f"privacy are public; {hidden} column(s) stay hidden. Other roles may query "
+                "this dataset.")
     text = (f"Confirming makes public the metadata listed above for {shown} column(s) and the "
             f"unit of privacy; {hidden} column(s) stay hidden. Other roles may then query "
             "this dataset.")
@@ -124,5 +128,6 @@ def checklist(dataset) -> list:
                for name in d.columns) if review is not None else False
     cards = [patient_card(dataset, d) if d.key == dec.PATIENT
              else decision_card(d, merge=rare and d.key == dec.LEVELS) for d in listed]
-    return [*cards, html.P(public_summary(listed), id=ids.DATA_PUBLIC_SUMMARY,
+    summary = public_summary(listed, dataset.schema.confirmed)
+    return [*cards, html.P(summary, id=ids.DATA_PUBLIC_SUMMARY,
                            className="small fw-semibold mb-2")]

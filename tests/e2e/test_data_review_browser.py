@@ -87,6 +87,8 @@ def test_a_30_column_export_is_confirmed_in_at_most_ten_clicks(dash_duo, tmp_pat
     assert schema.confirmed and not schema.flagged_columns()
     assert clicks <= MAX_CLICKS, clicks
     dash_duo.wait_for_contains_text(f"#{ids.DATA_REPORT}", "Confirmed", timeout=30)
+    summary = dash_duo.find_element(f"#{ids.DATA_PUBLIC_SUMMARY}").text
+    assert summary.startswith("Confirmed: the metadata listed above for 28 column(s)"), summary
     found += _scan(driver, axe, "owner /data after confirming")
     assert found == [], "\n".join(found)
     assert _severe(dash_duo.get_logs()) == []
