@@ -31,6 +31,7 @@ CLINICAL, YES_NO, GIVEN, HIDDEN = "clinical", "yes-no", "given", "hidden"
 ORDER = (BOUNDS, LEVELS, LABELS, PATIENT, CLINICAL, YES_NO, GIVEN, HIDDEN)
 MERGE = "merge-rare"  # the option of the category-list tick: rare levels into OTHER
 OTHER = "other"
+MERGE_LABEL = f"Merge rare levels into '{OTHER}' (recommended)"
 
 ASKS_HINT = "Read from your data: not public until you tick this."
 FACTS_HINT = "Public facts, nothing read from your data: confirmed with the schema."
@@ -287,10 +288,7 @@ def _effect(key: str, spec: ColumnSpec, review: DataReview | None) -> str:
         parts.append(f"Rare (fewer than {review.rare_level_min} records): {levels}. Merged "
                      f"into '{OTHER}' while '{MERGE_LABEL}' is ticked; untick it to publish "
                      "them as they are.")
-    if key == LABELS and spec.description:
-        parts.append(spec.description)
+    if spec.derived_from_data and spec.description.startswith("Codes"):
+        parts.append(spec.description)  # the coding convention used, or a call to name codes
     parts.extend(n for n in r.notes(review.rare_level_min) if not n.startswith("Rare levels"))
     return " ".join(parts)
-
-
-MERGE_LABEL = "Merge rare levels into 'other' (recommended)"

@@ -45,6 +45,10 @@ def propose(frame: pd.DataFrame):
     return load_csv(csv_bytes(frame), filename="t.csv", max_bytes=50_000_000, schema=None)
 
 
+def report_of(frame: pd.DataFrame):
+    return propose(frame)[2].review
+
+
 @pytest.fixture(scope="module")
 def trial():
     return trial_table(), *propose(trial_table())
@@ -139,6 +143,8 @@ def test_unlabelled_1_2_codes_ask_for_labels_and_the_owners_labels_read_the_code
     spec = schema.column("smoking")
     assert spec.categories == ("1", "2") and spec.derived_from_data
     assert "'1 = …; 2 = …'" in spec.description
+    listed = {d.key: d for d in decisions.checklist(schema, report_of(table))}
+    assert "name them by typing '1 = …; 2 = …'" in listed[decisions.LEVELS].entries[0].effect
     labelled = schema.with_column(spec.__class__(
         "smoking", "categorical", categories=("1 = yes", "2 = no")))
     frame, _, report = load_csv(csv_bytes(table), filename="t.csv", max_bytes=10**7,
