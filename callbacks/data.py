@@ -2,10 +2,12 @@
 (``callbacks.guard``).
 
 One callback serves the page so every outcome lands in the one message area. Every bad input
-(an unreadable upload, an invalid bound in the table, a forged dataset id) becomes a message;
-the loaded datasets stay as they were. A column read off the data is confirmed only by the
-owner's decision on its own row; the confirm button publishes, and is refused while any such
-column (or a proposed rows-per-patient bound) is unconfirmed.
+(an unreadable upload, an invalid bound in the table, a forged dataset id or tick) becomes a
+message; the loaded datasets stay as they were. What was read off the data is confirmed by
+the owner's tick on its kind of decision (``services.data.decisions``) or by an edit of that
+column; the confirm button stores the reviewed schema and publishes it through
+``DatasetRegistry.confirm_schema``, and is refused, naming the unticked items, while any
+remain.
 """
 
 from __future__ import annotations
@@ -16,23 +18,23 @@ import logging
 import math
 from dataclasses import replace
 
-from dash import Input, Output, State, ctx, html, no_update
+from dash import ALL, Input, Output, State, ctx, html, no_update
 
 from callbacks import guard
 from dp_engine.errors import DPError, SchemaError
 from dp_engine.schema import ColumnKind, ColumnRole, ColumnSpec, Schema
 from layouts import ids
-from layouts.data import page
+from layouts.data import checklist, page
 from services.container import Services
+from services.data import decisions
 from services.data.limits import MAX_CATEGORIES
-from services.data.review import DataReview
 from services.identity.roles import Role
 
 log = logging.getLogger(__name__)
 
-# message, overview, options, selected, report, patient options, patient, k, k ok, table rows
-N_OUTPUTS = 10
-OTHER = "other"
+# message, overview, options, selected, report, checklist, table rows
+N_OUTPUTS = 7
+OTHER = decisions.OTHER
 
 
 def page_view(services: Services, identity, _path: str = "/data"):
@@ -78,7 +80,7 @@ def _list(row: dict, key: str, name: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(c.strip() for c in text.split(";") if c.strip()))
 
 
-def _spec_from_row(row: dict, old: ColumnSpec, review: DataReview | None) -> ColumnSpec:
+def _spec_from_row(row: dict, old: ColumnSpec) -> ColumnSpec:
     name = old.name
     try:
         kind = ColumnKind(str(row.get("kind") or old.kind.value))
@@ -100,29 +102,14 @@ def _spec_from_row(row: dict, old: ColumnSpec, review: DataReview | None) -> Col
     new = ColumnSpec(name, kind, role, str(row.get("label") or name), str(row.get("unit") or ""),
                      lower, upper, width, cats, old.derived_from_data, old.description,
                      _list(row, "missing_codes", name), other)
-    edited = _facts(new) != _facts(old)
-    decision = str(row.get("decision") or "")
-    if decision == page.DECIDE_MERGE and new.kind is ColumnKind.CATEGORICAL and review:
-        new = _merge_rare(new, review)
-    if edited or decision in (page.DECIDE_CONFIRM, page.DECIDE_MERGE):
-        return replace(new, derived_from_data=False)
+    if _facts(new) != _facts(old):
+        return replace(new, derived_from_data=False)  # an edit is the owner's choice
     return new
 
 
 def _facts(spec: ColumnSpec) -> tuple:
     """What the owner decides about a column (an edit of any of these is the owner's choice)."""
     return (spec.kind, spec.lower, spec.upper, spec.bin_width, _cats(spec), spec.missing_codes)
-
-
-def _merge_rare(spec: ColumnSpec, review: DataReview) -> ColumnSpec:
-    """The column with its rare levels replaced by one catch-all level 'other'."""
-    rare = {lvl for lvl, _ in review.column(spec.name).rare_levels}
-    kept = tuple(c for c in spec.categories or () if str(c) not in rare)
-    if not rare or len(kept) == len(spec.categories or ()):
-        return spec
-    if OTHER not in {str(c) for c in kept}:
-        kept = (*kept, OTHER)
-    return replace(spec, categories=kept, other_level=OTHER)
 
 
 def _level(text: str) -> int | float | str:
@@ -137,80 +124,66 @@ def _cats(spec: ColumnSpec) -> tuple[str, ...] | None:
     return tuple(str(c) for c in spec.categories) if spec.categories else None
 
 
-def rows_to_schema(schema: Schema, rows: object, review: DataReview | None = None) -> Schema:
-    """The owner's table edits as a schema.
-
-    A column the owner edited, or confirmed in its own row's decision, is no longer flagged.
-    """
+def rows_to_schema(schema: Schema, rows: object) -> Schema:
+    """The owner's table edits as a schema; a column the owner edited is no longer flagged."""
     if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
         raise SchemaError("The schema table was not readable; reload the page.")
     by_name = {str(r.get("name")): r for r in rows}
     if sorted(by_name) != sorted(schema.names) or len(rows) != len(schema.columns):
         raise SchemaError("The schema table does not match the dataset's columns; reload the page.")
-    return replace(schema, columns=tuple(_spec_from_row(by_name[c.name], c, review)
+    return replace(schema, columns=tuple(_spec_from_row(by_name[c.name], c)
                                          for c in schema.columns))
-
-
-def _whole(value: object) -> int:
-    try:
-        k = float(str(value).strip())
-    except ValueError as exc:
-        raise SchemaError(f"Rows per patient must be a whole number, not '{value}'.") from exc
-    if not (math.isfinite(k) and k.is_integer() and k >= 1):
-        raise SchemaError(f"Rows per patient must be a whole number of at least 1, not '{value}'.")
-    return int(k)
-
-
-def patient_unit(schema: Schema, column: object, k: object, k_confirmed: object,
-                 review: DataReview | None) -> Schema:
-    """The owner's unit of privacy: the patient column (or one row = one patient) and k.
-
-    A k the owner typed is theirs; a k left as proposed stays flagged as read off the data
-    until the owner ticks "I confirm this k". Choosing another column proposes its own k.
-    """
-    if column is None or column == page.ROW_UNIT:
-        return replace(schema, patient_column=None, max_rows_per_patient=1,
-                       patient_bound_derived=False)
-    column = str(column)
-    if column not in schema:
-        raise SchemaError(f"The dataset has no column named '{column}'.")
-    typed = None if k is None or str(k).strip() == "" else _whole(k)
-    if column != schema.patient_column:
-        proposed = review.proposed_bound(column) if review is not None else 1
-        derived = typed is None or typed == schema.max_rows_per_patient
-        k_new = proposed if derived else typed
-    else:
-        derived = schema.patient_bound_derived and typed in (None, schema.max_rows_per_patient)
-        k_new = schema.max_rows_per_patient if typed is None else typed
-    derived = derived and k_confirmed is not True
-    return replace(schema, patient_column=column, max_rows_per_patient=k_new,
-                   patient_bound_derived=derived)
 
 
 def _page_state(services, dataset, msg):
     datasets = services.registry.list()
     return (msg, page.overview(datasets, services.registry.problems),
             page.dataset_options(datasets), dataset.id, page.report(dataset),
-            page.patient_options(dataset), *page.patient_values(dataset),
+            checklist.checklist(dataset),
             page.schema_rows(dataset.schema, dataset.load_report.review))
 
 
 def _upload(services, contents, filename):
     content = decode_upload(contents)
     ds = services.registry.add_upload(str(filename or "upload.csv"), content)
-    waiting = ds.schema.awaiting_confirmation()
+    left = decisions.waiting(ds.schema, ds.load_report.review)
     lines = [f"Loaded '{ds.title}' as dataset '{ds.id}'.", *ds.load_report.lines()]
-    if waiting:
-        lines.append(f"Review the highlighted columns ({', '.join(waiting)}): their bounds or "
-                     f"categories are {page.FLAG}. Edit them or confirm each in 'Your "
-                     "decision', then confirm the schema.")
+    if left:
+        lines.append(f"Check what becomes public under '{page.CHECKLIST_HEADING}': tick the "
+                     f"{len(left)} item(s) read from your data (their values are "
+                     f"{page.FLAG}), then press Confirm schema.")
     return _page_state(services, ds, page.message([_lines(lines)], "success"))
 
 
-def _edited(ds, rows, unit):
+def _reviewed(ds, rows, unit, ticks) -> tuple[Schema, list[decisions.Decision]]:
+    """The stored schema with the owner's edits, patient choice and ticks; the stale ticks.
+
+    ``unit`` is the patient controls' (column, k, k confirmed), or None to keep the schema's.
+    """
     review = ds.load_report.review
-    schema = rows_to_schema(ds.schema, rows, review)
-    return patient_unit(schema, *unit, review) if unit is not None else schema
+    listed = decisions.checklist(ds.schema, review)
+    schema = rows_to_schema(ds.schema, rows)
+    if unit is not None:
+        column, k, k_ok = unit
+        column = None if column in (None, checklist.ROW_UNIT) else str(column)
+        schema = decisions.patient_unit(schema, column, k, k_ok, review)
+    return decisions.apply_ticks(listed, schema, _ticks(ticks), review)
+
+
+def _ticks(ticks: object) -> list[str]:
+    """The tick values the browser sent (one list per checklist box; untrusted)."""
+    if not isinstance(ticks, list):
+        return []
+    flat = [t for box in ticks for t in (box if isinstance(box, list) else [box])]
+    return [t for t in flat if isinstance(t, str)]
+
+
+def _stale(stale: list[decisions.Decision]) -> list:
+    if not stale:
+        return []
+    names = "; ".join(f"'{d.title}'" for d in stale)
+    return [html.P(f"Not applied: {names} changed since you ticked it. Check the new list "
+                   "and tick it again.", className="mb-0 fw-semibold")]
 
 
 def _lines(lines: list[str]) -> html.Ul:
@@ -218,31 +191,30 @@ def _lines(lines: list[str]) -> html.Ul:
 
 
 @guard.owner_only(lambda: (guard.refusal(PAGE), *([no_update] * (N_OUTPUTS - 1))))
-def handle(services, trigger, contents, filename, selected, rows, unit=None):
+def handle(services, trigger, contents, filename, selected, rows, unit=None, ticks=None):
     """The page's response to one event: a tuple for the N_OUTPUTS outputs.
 
-    ``unit`` is the patient controls' (column, k, k confirmed), or None to keep the schema's.
+    ``unit`` is the patient controls' (column, k, k confirmed), or None to keep the schema's;
+    ``ticks`` the checklist's tick values.
     """
     try:
         if trigger == ids.DATA_UPLOAD:
             return _upload(services, contents, filename)
         ds = services.registry.get(str(selected))
         if trigger == ids.DATA_SAVE:
-            ds = services.registry.update_schema(ds.id, _edited(ds, rows, unit))
-            msg = page.message(["Saved. The schema is not confirmed yet; other roles cannot "
+            schema, stale = _reviewed(ds, rows, unit, ticks)
+            ds = services.registry.update_schema(ds.id, schema)
+            msg = page.message([*_stale(stale),
+                                "Saved. The schema is not confirmed yet; other roles cannot "
                                 "query this dataset until you confirm it.",
-                                _lines(ds.load_report.lines())], "info")
+                                _lines(ds.load_report.lines())], "warning" if stale else "info")
             return _page_state(services, ds, msg)
         if trigger == ids.DATA_CONFIRM:
-            edited = _edited(ds, rows, unit)
-            if edited != ds.schema:
-                ds = services.registry.update_schema(ds.id, edited)
-            waiting = ds.schema.awaiting_confirmation()
-            if waiting:
-                msg = page.message(
-                    "Not confirmed: these were read off the data and need your decision one "
-                    f"by one first: {', '.join(waiting)}. Your other edits were saved.",
-                    "warning")
+            schema, stale = _reviewed(ds, rows, unit, ticks)
+            ds = services.registry.update_schema(ds.id, schema)
+            if ds.schema.awaiting_confirmation():
+                left = decisions.waiting(ds.schema, ds.load_report.review)
+                msg = page.message([*_stale(stale), *page.waiting_message(left)], "warning")
                 return _page_state(services, ds, msg)
             ds = services.registry.confirm_schema(ds.id)
             msg = page.message(f"Schema of '{ds.title}' confirmed: its bounds and categories "
@@ -263,17 +235,16 @@ def register_callbacks(app, services: Services) -> None:
     @app.callback(
         Output(ids.DATA_MESSAGE, "children"), Output(ids.DATA_OVERVIEW, "children"),
         Output(ids.DATA_LIST, "options"), Output(ids.DATA_LIST, "value"),
-        Output(ids.DATA_REPORT, "children"),
-        Output(ids.DATA_PATIENT, "options"), Output(ids.DATA_PATIENT, "value"),
-        Output(ids.DATA_PATIENT_K, "value"), Output(ids.DATA_PATIENT_K_CONFIRM, "value"),
+        Output(ids.DATA_REPORT, "children"), Output(ids.DATA_CHECKLIST, "children"),
         Output(ids.DATA_TABLE, "data"),
         Input(ids.DATA_UPLOAD, "contents"), Input(ids.DATA_LIST, "value"),
         Input(ids.DATA_SAVE, "n_clicks"), Input(ids.DATA_CONFIRM, "n_clicks"),
         State(ids.DATA_UPLOAD, "filename"), State(ids.DATA_TABLE, "data"),
         State(ids.DATA_PATIENT, "value"), State(ids.DATA_PATIENT_K, "value"),
         State(ids.DATA_PATIENT_K_CONFIRM, "value"),
+        State({"type": ids.DATA_DECISION, "key": ALL}, "value"),
         prevent_initial_call=True,
     )
-    def _data_page(contents, selected, _save, _confirm, filename, rows, patient, k, k_ok):
+    def _data_page(contents, selected, _save, _confirm, filename, rows, patient, k, k_ok, ticks):
         return handle(services, ctx.triggered_id, contents, filename, selected, rows,
-                      (patient, k, k_ok))
+                      (patient, k, k_ok), ticks)

@@ -68,6 +68,9 @@ DATA_REPORT = "data-report"
 DATA_PATIENT = "data-patient-column"
 DATA_PATIENT_K = "data-patient-k"
 DATA_PATIENT_K_CONFIRM = "data-patient-k-confirm"
+DATA_CHECKLIST = "data-checklist"
+DATA_DECISION = "data-decision"  # pattern-matching type: {"type": DATA_DECISION, "key": kind}
+DATA_PUBLIC_SUMMARY = "data-public-summary"
 
 # --- Ledger page ---
 LEDGER_TABLE = "ledger-table"

@@ -1,113 +1,25 @@
-"""Data page (owner only): upload a CSV, review and confirm each dataset's public schema.
+"""Data page (owner only): upload a CSV, see what becomes public, confirm the schema.
 
-Columns whose metadata was read off the data are confirmed one by one ("Your decision"), with
-the number of values each bound clamps beside it; the confirm button publishes the schema and
-confirms in bulk only recognised clinical defaults and other public facts.
+The page reads top to bottom: load a file; the checklist lists, per kind of decision, what
+becomes public (one tick for each kind read off the data, the patient decision among them);
+Confirm schema publishes it. The table below edits single columns.
 """
 
 from __future__ import annotations
 
 import dash_bootstrap_components as dbc
-from dash import dash_table, dcc, html
+from dash import dcc, html
 
-from dp_engine.schema import ColumnKind, ColumnRole, Schema
 from layouts import ids
 from layouts.components.accessible import field, label_id
-from services.data.review import DataReview
+from layouts.data.checklist import ROW_UNIT, checklist
+from layouts.data.table import FLAG, HIDDEN, schema_rows, schema_table
+from services.data import decisions as dec
 
-FLAG = "derived from the data — not private"
-HIDDEN = "never shown to non-owners"
-CATEGORY_SEP = "; "
-ROW_UNIT = "__row__"  # the patient dropdown's "each row is one patient"
+__all__ = ["FLAG", "HIDDEN", "ROW_UNIT", "layout", "message", "overview", "report",
+           "schema_rows", "waiting_message"]
 
-# "Your decision" for a column whose metadata was read off the data
-DECIDE_WAIT, DECIDE_CONFIRM, DECIDE_MERGE = "awaiting", "confirm", "merge"
-DECISIONS = [
-    {"label": "awaiting your confirmation", "value": DECIDE_WAIT},
-    {"label": "confirm this column", "value": DECIDE_CONFIRM},
-    {"label": "merge rare levels into 'other', then confirm", "value": DECIDE_MERGE},
-]
-
-SCHEMA_COLUMNS = [  # the decision first, beside what it decides: bounds, clamp counts, facts
-    ("name", "Column", False), ("decision", "Your decision", True), ("flag", "Status", False),
-    ("lower", "Lower bound", True), ("clamp_low", "Clamped up to it", False),
-    ("upper", "Upper bound", True), ("clamp_high", "Clamped down to it", False),
-    ("review", "What the data shows (owner only)", False),
-    ("categories", "Categories (; separated)", True),
-    ("missing_codes", "Missing-value codes (; separated)", True),
-    ("kind", "Kind", True), ("role", "Role", True), ("label", "Label", True),
-    ("unit", "Unit", True), ("bin_width", "Bin width", True),
-]
-
-
-def _number(x: float | None) -> str:
-    if x is None:
-        return ""
-    return str(int(x)) if float(x).is_integer() else f"{x:g}"
-
-
-def _clamp(count: int, bound: float | None) -> str:
-    return "" if bound is None else str(count)
-
-
-def schema_rows(schema: Schema, review: DataReview | None = None) -> list[dict[str, str]]:
-    """One editable table row per column; flagged columns carry the FLAG status.
-
-    With the owner's ``review``: the values each bound clamps and what the data shows.
-    """
-    rows = []
-    for c in schema.columns:
-        status = FLAG if c.derived_from_data else (HIDDEN if not c.queryable else "")
-        cats = CATEGORY_SEP.join(str(v) for v in c.categories) if c.categories else ""
-        r = review.column(c.name) if review is not None else None
-        rows.append({
-            "name": c.name, "kind": c.kind.value, "role": c.role.value, "label": c.label,
-            "unit": c.unit, "lower": _number(c.lower), "upper": _number(c.upper),
-            "clamp_low": _clamp(r.clamped_below, c.lower) if r else "",
-            "clamp_high": _clamp(r.clamped_above, c.upper) if r else "",
-            "bin_width": _number(c.bin_width),
-            "categories": "" if c.kind is ColumnKind.BOOLEAN else cats,
-            "missing_codes": CATEGORY_SEP.join(c.missing_codes),
-            "review": " ".join(review.notes(c.name)) if review is not None else "",
-            "flag": status, "decision": DECIDE_WAIT if c.derived_from_data else "",
-        })
-    return rows
-
-
-def schema_table(rows: list[dict[str, str]]) -> dash_table.DataTable:
-    dropdown = {
-        "kind": {"options": [{"label": k.value, "value": k.value} for k in ColumnKind]},
-        "role": {"options": [{"label": r.value, "value": r.value} for r in ColumnRole]},
-        "decision": {"options": DECISIONS, "clearable": False},
-    }
-    return dash_table.DataTable(
-        id=ids.DATA_TABLE,
-        data=rows,
-        columns=[
-            {"id": key, "name": name, "editable": editable,
-             **({"presentation": "dropdown"} if key in dropdown else {})}
-            for key, name, editable in SCHEMA_COLUMNS
-        ],
-        dropdown=dropdown,
-        editable=True,
-        style_table={"overflowX": "auto"},
-        style_cell={"fontSize": "0.85rem", "textAlign": "left", "whiteSpace": "normal",
-                    "height": "auto", "minWidth": "5rem", "verticalAlign": "top"},
-        style_cell_conditional=[
-            {"if": {"column_id": "review"}, "minWidth": "24rem"},
-            {"if": {"column_id": "decision"}, "minWidth": "16rem"},
-            {"if": {"column_id": "categories"}, "minWidth": "10rem"},
-        ],
-        style_header={"fontWeight": "bold"},
-        style_data_conditional=[
-            {"if": {"filter_query": '{flag} contains "derived"'},
-             "backgroundColor": "#fff3cd", "fontWeight": "bold"},
-            {"if": {"filter_query": '{flag} contains "never"'}, "color": "#595959"},
-            {"if": {"filter_query": '{review} != ""', "column_id": "review"},
-             "backgroundColor": "#fde2e1"},
-        ],
-        css=[{"selector": ".Select-menu-outer", "rule": "display: block !important"}],
-    )
+CHECKLIST_HEADING = "What becomes public"
 
 
 def overview(datasets: list, problems: list[str]) -> html.Div:
@@ -118,7 +30,8 @@ def overview(datasets: list, problems: list[str]) -> html.Div:
                  html.Td(d.row_count), html.Td(len(d.schema.columns)),
                  html.Td(html.Code(d.version)),
                  html.Td(dbc.Badge("confirmed", color="success") if d.schema.confirmed
-                         else dbc.Badge("awaiting confirmation", color="warning"))])
+                         else dbc.Badge("awaiting confirmation", color="warning",
+                                        text_color="dark"))])
         for d in datasets
     ]
     alerts = [dbc.Alert(p, color="danger", className="small py-2") for p in problems]
@@ -130,58 +43,34 @@ def overview(datasets: list, problems: list[str]) -> html.Div:
 
 
 def report(dataset) -> html.Div:
-    """The owner-only load report: rows, repairs, warnings and the unit of privacy."""
-    lines = dataset.load_report.lines()
-    notes = list(dataset.schema.notes)
+    """The owner-only load report: whether the schema is public, rows and repairs."""
     schema = dataset.schema
     if schema.confirmed:
         status = "Confirmed: non-owners may query this dataset."
     else:
-        waiting = schema.awaiting_confirmation()
-        status = ("Not confirmed: only you can query this dataset until you confirm its schema."
-                  + (f" Still to confirm one by one: {', '.join(waiting)}." if waiting else ""))
-    review = dataset.load_report.review
-    unit = review.unit_lines(schema) if review is not None else []
+        left = len(dec.waiting(schema, dataset.load_report.review))
+        status = ("Not confirmed: only you can query this dataset until you confirm its "
+                  "schema." + (f" {left} item(s) under '{CHECKLIST_HEADING}' need your tick."
+                               if left else ""))
+    lines = dataset.load_report.lines() + list(schema.notes)
     return html.Div([
         html.P(status, className="fw-bold mb-1"),
-        html.Div([html.P(u, className="mb-1") for u in unit], id="data-unit",
-                 className="small border-start border-3 ps-2 mb-2"),
-        html.Ul([html.Li(x) for x in lines + notes], className="small mb-0"),
+        html.Ul([html.Li(x) for x in lines], className="small mb-0"),
     ])
 
 
-def patient_options(dataset) -> list[dict[str, str]]:
-    """"Each row is one patient", then the columns that may identify a patient."""
-    review = dataset.load_report.review
-    names = list(review.candidates) if review is not None else []
-    if dataset.schema.patient_column and dataset.schema.patient_column not in names:
-        names.insert(0, dataset.schema.patient_column)
-    return [{"label": "Each row is one patient", "value": ROW_UNIT},
-            *({"label": f"Patients are identified by '{n}'", "value": n} for n in names)]
-
-
-def patient_values(dataset) -> tuple[str, int, bool]:
-    """Dropdown value, k and the "confirm k" tick for the dataset's schema."""
-    schema = dataset.schema
-    return (schema.patient_column or ROW_UNIT, schema.max_rows_per_patient,
-            not schema.patient_bound_derived)
-
-
-def patient_controls(dataset) -> dbc.Row:
-    """The owner's choice of the unit of privacy: the patient column and k."""
-    column, k, confirmed = patient_values(dataset) if dataset else (ROW_UNIT, 1, True)
-    return dbc.Row([
-        dbc.Col(field("Who is a patient?",
-                      dcc.Dropdown(id=ids.DATA_PATIENT,
-                                   options=patient_options(dataset) if dataset else [],
-                                   value=column, clearable=False), class_name=""), md=5),
-        dbc.Col(field("Rows per patient used at most (k)",
-                      dbc.Input(id=ids.DATA_PATIENT_K, type="number", min=1, step=1, value=k),
-                      class_name=""), md=3),
-        dbc.Col(dbc.Checkbox(id=ids.DATA_PATIENT_K_CONFIRM, value=confirmed,
-                             label="I confirm this k (it may have been read off the data)"),
-                md=4, className="align-self-end"),
-    ], className="mb-3")
+def waiting_message(left: list[dec.Decision]) -> list:
+    """The refusal: each unticked item named as it reads in the checklist."""
+    items = []
+    for d in left:
+        if d.key == dec.PATIENT:
+            items.append(html.Li(f"'{d.title}': tick 'I confirm k' in its box, or type the k "
+                                 "your protocol fixes."))
+        else:
+            items.append(html.Li(f"'{d.title}': tick it, or edit those columns below."))
+    return [html.P(f"Not confirmed yet. Under '{CHECKLIST_HEADING}', these need your tick "
+                   "first (your other edits were saved):", className="mb-1"),
+            html.Ul(items, className="mb-0")]
 
 
 def dataset_options(datasets: list) -> list[dict[str, str]]:
@@ -209,8 +98,8 @@ def layout(registry, identity) -> html.Div | dbc.Alert:
         html.H1("Datasets and their public schemas", className="h4"),
         html.P(
             "Bounds, categories and bins are public metadata: every private statistic relies "
-            "on them. Values read off the data are highlighted until you confirm or edit them. "
-            "Other roles only see datasets whose schema you confirmed.",
+            "on them. What was read off the data stays private until you confirm it. Other "
+            "roles only see datasets whose schema you confirmed.",
             className="text-muted small",
         ),
         dbc.Row([
@@ -223,26 +112,22 @@ def layout(registry, identity) -> html.Div | dbc.Alert:
                     md=7),
         ], className="mb-3"),
         html.Div(overview(datasets, registry.problems), id=ids.DATA_OVERVIEW),
-        dbc.Row([
-            dbc.Col(field("Dataset to review",
-                          dcc.Dropdown(id=ids.DATA_LIST, options=dataset_options(datasets),
-                                       value=first.id if first else None, clearable=False),
-                          class_name=""),
-                    md=5),
-            dbc.Col([
-                dbc.Button("Save edits", id=ids.DATA_SAVE, color="secondary",
-                           className="me-2"),
-                dbc.Button("Confirm schema", id=ids.DATA_CONFIRM, color="primary"),
-            ], md=7, className="text-md-end mt-2 mt-md-0 align-self-end"),
-        ], className="my-3"),
-        html.P(
-            "Highlighted columns were read off the data: confirm each in 'Your decision' (the "
-            "clamp counts show what its bounds do to the values), or edit it. 'Confirm schema' "
-            "then publishes the schema; it confirms in bulk only recognised clinical defaults "
-            "and other public facts.", className="text-muted small",
-        ),
-        html.Div(report(first) if first else "", id=ids.DATA_REPORT, className="mb-2"),
-        patient_controls(first),
+        dbc.Row(dbc.Col(field("Dataset to review",
+                              dcc.Dropdown(id=ids.DATA_LIST, options=dataset_options(datasets),
+                                           value=first.id if first else None, clearable=False),
+                              class_name=""), md=5), className="my-3"),
+        html.Div(report(first) if first else "", id=ids.DATA_REPORT, className="mb-3"),
+        html.H2(CHECKLIST_HEADING, className="h5"),
+        html.P("Each box lists what confirming makes public. Tick the boxes marked as read "
+               "from your data (one tick confirms every column in the box), then confirm. "
+               "To change one column instead, edit it in the table below.",
+               className="text-muted small"),
+        html.Div(checklist(first), id=ids.DATA_CHECKLIST),
+        dbc.Button("Confirm schema", id=ids.DATA_CONFIRM, color="primary", className="mb-4"),
+        html.H2("Edit a column", className="h5"),
+        html.P("An edit is your choice for that column: it is no longer marked as read from "
+               "the data. 'Save edits' updates the list above without confirming.",
+               className="text-muted small"),
         schema_table(schema_rows(first.schema, first.load_report.review) if first else []),
+        dbc.Button("Save edits", id=ids.DATA_SAVE, color="secondary", className="mt-2"),
     ])
-

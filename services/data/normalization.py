@@ -20,7 +20,7 @@ from services.data.integrity import check_counts, present_counts
 from services.data.limits import RARE_LEVEL_MIN
 from services.data.load_report import LoadReport
 from services.data.patients import candidates
-from services.data.review import ColumnReview, DataReview, DefaultCheck
+from services.data.review import ColumnReview, DataReview, DefaultCheck, readable
 from services.data.schema_inference import clamp_counts, clinical_default, would_ask
 from services.data.value_parsing import (
     Parsed,
@@ -166,8 +166,9 @@ def _review_numbers(values: np.ndarray, spec: ColumnSpec, tally: _Tally) -> None
     """Constant values, and a recognised default the schema does not use that would clamp."""
     if values.size and not np.isnan(values).all():
         lo, hi = float(np.nanmin(values)), float(np.nanmax(values))
+        tally.note(spec.name, span=(readable(lo), readable(hi)))
         if lo == hi:
-            tally.note(spec.name, constant=f"{lo:g}")
+            tally.note(spec.name, constant=readable(lo))
     base = clinical_default(spec.name)
     if base is None or not base.has_bounds or (base.lower, base.upper) == (spec.lower,
                                                                             spec.upper):
@@ -218,7 +219,10 @@ def _column(col: pd.Series, spec: ColumnSpec, tally: _Tally, filename: str) -> p
     if kind is ColumnKind.BOOLEAN:
         return _booleans(col, spec, tally)
     if kind is ColumnKind.DATE:
-        return tally.record(spec.name, parse_dates(col, spec.missing_codes))
+        dates = tally.record(spec.name, parse_dates(col, spec.missing_codes))
+        if dates.notna().any():
+            tally.note(spec.name, span=(f"{dates.min():%Y-%m-%d}", f"{dates.max():%Y-%m-%d}"))
+        return dates
     if kind is ColumnKind.CATEGORICAL and spec.categories is not None:
         return _categories(col, spec, tally)
     tally.note(spec.name, all_missing=bool(len(col)) and bool(col.isna().all()))

@@ -160,8 +160,9 @@ class DatasetRegistry(LargeDatasets):
     def confirm_schema(self, dataset_id: str) -> Dataset:
         """The owner's approval: non-owners may now query the dataset.
 
-        Refused (SchemaError) while a column or the rows-per-patient bound is still flagged as
-        read off the data: those are confirmed one by one first (``confirm_columns``).
+        The single place a schema becomes confirmed (the Data page's Confirm calls it once
+        the owner's ticks and edits left nothing unconfirmed). Refused (SchemaError) while a
+        column or the rows-per-patient bound is still flagged as read off the data.
         """
         with self._lock:
             entry = self._entries.get(dataset_id) or self._missing(dataset_id)

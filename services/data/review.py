@@ -7,9 +7,11 @@ always those of the bounds now in the schema.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from functools import cached_property
 
+import numpy as np
 import pandas as pd
 
 from dp_engine.schema import Schema
@@ -47,6 +49,7 @@ class ColumnReview:
     rare_levels: tuple[tuple[str, int], ...] = ()  # (level, records), data-derived lists only
     coded: int = 0                       # cells read as missing through the column's codes
     other: int = 0                       # cells read as the catch-all level
+    span: tuple[str, str] | None = None  # smallest and largest value seen, readable text
 
     @property
     def clamped(self) -> int:
@@ -160,6 +163,20 @@ class DataReview:
                 "patient only if each patient has a single row."]
 
 
-def _num(x: float) -> str:
-    return f"{x:g}"
+def readable(x: float | int | None) -> str:
+    """A number as people write it: 2017 (never 2.02e+03), 0.25, 1234567.5; "" for None.
+
+    Plain digits without separators, so the text also reads back as the same number.
+    """
+    if x is None:
+        return ""
+    value = float(x)
+    if not math.isfinite(value):
+        return str(value)
+    if value.is_integer():
+        return str(int(value))
+    return np.format_float_positional(value, trim="-")
+
+
+_num = readable
 

@@ -38,8 +38,35 @@ DATE_FORMATS = (
 
 NS_MIN, NS_MAX = pd.Timestamp.min.ceil("D"), pd.Timestamp.max.floor("D")
 
+# A cell or category written as a code with its label: "0_no", "1_type 1", "1 = male". The
+# label holds a letter, so "2_5" or "10=20" are not read as labelled codes.
+_CODED = re.compile(r"^\s*(?:(\d{1,3})\s*_|([^\s=]{1,12})\s*=)\s*(\S.*?)\s*$")
+_LETTER = re.compile(r"[^\W\d_]")
+
 _OPEN_ENDED = re.compile(r"^\s*(>=|<=|≥|≤|>|<)\s*([-+]?\d+(?:\.\d+)?)\s*$")
 _DECIMAL_COMMA = re.compile(r"^\s*[-+]?\d+,\d+\s*$")
+
+
+def coded(text: object) -> tuple[str, str] | None:
+    """(code, label) of a value written as a code with its label ("0_no", "1 = male"), else None."""
+    match = _CODED.match(str(text))
+    if match is None or not _LETTER.search(match.group(3)):
+        return None
+    return match.group(1) or match.group(2), match.group(3)
+
+
+def truth(text: object) -> bool | None:
+    """True/False for a yes/no spelling ("yes", "0", "1_yes", "0 = no"), else None."""
+    token = str(text).strip().lower()
+    if token in TRUE_TOKENS:
+        return True
+    if token in FALSE_TOKENS:
+        return False
+    pair = coded(token)
+    if pair is None:
+        return None
+    label = pair[1].lower()
+    return True if label in TRUE_TOKENS else False if label in FALSE_TOKENS else None
 
 
 @dataclass(frozen=True)
@@ -188,18 +215,19 @@ def parse_numbers(values: pd.Series, missing_codes: Sequence[str] = ()) -> Parse
 
 
 def parse_booleans(values: pd.Series, missing_codes: Sequence[str] = ()) -> Parsed:
-    """Nullable booleans from yes/no, y/n, 1/0, true/false (any case); others become NA."""
+    """Nullable booleans from yes/no, y/n, 1/0, true/false (any case) and labelled codes such
+    as 0_no/1_yes; others become NA."""
     if _is_plain(values, "b") and isinstance(values.dtype, np.dtype):
         return Parsed(values.astype("boolean"), 0, 0)
     d = Distinct(values, missing_codes)
-    text = d.text().str.lower()
-    truth = np.array([t in TRUE_TOKENS for t in text], dtype=bool)
-    bad = ~truth & ~np.array([t in FALSE_TOKENS for t in text], dtype=bool)
-    if truth.size == 0:
+    read = [truth(t) for t in d.text()]
+    truths = np.array([t is True for t in read], dtype=bool)
+    bad = np.array([t is None for t in read], dtype=bool)
+    if truths.size == 0:
         return Parsed(pd.Series(pd.array([None] * d.codes.size, dtype="boolean"),
                                 index=d.index), 0, d.codes.size)
     mask = (d.codes < 0) | bad.take(d.codes)
-    out = pd.Series(pd.arrays.BooleanArray(truth.take(d.codes), mask), index=d.index)
+    out = pd.Series(pd.arrays.BooleanArray(truths.take(d.codes), mask), index=d.index)
     n_bad = d.cells(bad)
     return Parsed(out, n_bad, d.absent + n_bad, coded=d.coded)
 
@@ -238,15 +266,28 @@ def date_share(uniques: pd.Index, limit: int = 50) -> float:
     return float(_parse_date_strings(text).notna().mean())
 
 
+def _category(cell: str, wanted: dict[str, str]) -> str | None:
+    """The category a lower-cased cell reads as: itself, else its code or label ("1_male")."""
+    found = wanted.get(cell)
+    if found is not None:
+        return found
+    pair = coded(cell)
+    if pair is None:
+        return None
+    return wanted.get(pair[0]) or wanted.get(pair[1])
+
+
 def match_categories(
     values: pd.Series, categories: Sequence[object], missing_codes: Sequence[str] = (),
     other: str | None = None,
 ) -> Parsed:
     """String values equal to a public category (case and surrounding space ignored).
 
-    Cells outside the list are read as ``other`` when the column has a catch-all level
-    (counted as ``other``), else they become NA and are counted as bad. ``levels`` holds the
-    number of cells per category.
+    A category written as a code with its label ("1 = male") also takes the cells holding its
+    code ("1") or its label ("male"); a cell written so ("1_male") is read by its code or label
+    when it is not itself a category. Cells outside the list are read as ``other`` when the
+    column has a catch-all level (counted as ``other``), else they become NA and are counted
+    as bad. ``levels`` holds the number of cells per category.
     """
     wanted = {str(c).strip().lower(): str(c) for c in categories}
     for c in categories:  # whole-number categories also match "7.0" / 7.0
@@ -258,8 +299,15 @@ def match_categories(
             continue
         if number.is_integer():
             wanted.setdefault(f"{number}", str(c))
+    for c in categories:
+        pair = coded(c)
+        if pair is not None and not isinstance(c, bool):
+            for part in pair:
+                wanted.setdefault(part.lower(), str(c))
+            if pair[0].isdigit():
+                wanted.setdefault(f"{float(pair[0])}", str(c))
     d = Distinct(values, missing_codes)
-    mapped = np.array([wanted.get(t) for t in d.text().str.lower()], dtype=object)
+    mapped = np.array([_category(t, wanted) for t in d.text().str.lower()], dtype=object)
     outside = np.array([m is None for m in mapped], dtype=bool)
     if mapped.size == 0:
         return Parsed(pd.Series(pd.array([None] * d.codes.size, dtype="str"), index=d.index),

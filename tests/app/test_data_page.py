@@ -15,6 +15,7 @@ from callbacks import data as data_callbacks
 from callbacks.shell import page_for
 from layouts import ids
 from layouts.data import page as data_page
+from services.data import decisions
 from services.data.registry import DatasetRegistry
 from services.identity.roles import Role
 from services.identity.session import Identity
@@ -43,8 +44,15 @@ def upload(services, content: bytes, filename: str = "ward.csv"):
                                  "pirads", None)
 
 
-def click(services, button: str, selected: str, rows):
-    return data_callbacks.handle(services, button, None, None, selected, rows)
+def click(services, button: str, selected: str, rows, ticks=None):
+    return data_callbacks.handle(services, button, None, None, selected, rows, None, ticks)
+
+
+def tokens(services, dataset: str, *keys: str) -> list[list[str]]:
+    """The tick values the browser sends when the owner ticks the boxes ``keys``."""
+    ds = services.registry.get(dataset)
+    listed = decisions.checklist(ds.schema, ds.load_report.review)
+    return [[d.token] for d in listed if d.key in keys]
 
 
 def ids_of(services) -> list[str]:
@@ -70,9 +78,11 @@ def test_layout_refuses_non_owners(services, identity):
 
 # --- uploads -------------------------------------------------------------------------
 def test_good_upload_is_selected_with_flagged_columns(services):
-    msg, overview, options, selected, report, *_, rows = upload(services, GOOD)
+    msg, overview, options, selected, report, listed, rows = upload(services, GOOD)
     assert selected == "ward" and ids_of(services) == ["pirads", "ward"]
-    assert "Loaded 'ward.csv'" in _text(msg) and "Ward" in _text(msg)
+    assert "Loaded 'ward.csv'" in _text(msg) and "tick the 1 item(s)" in _text(msg)
+    assert "This category list read from the data becomes public" in _text(listed)
+    assert "Ward" in _text(listed) and "records): A (2), B (1)" in _text(listed)
     assert {o["value"] for o in options} == {"pirads", "ward"}
     flagged = {r["name"] for r in rows if r["flag"] == data_page.FLAG}
     assert flagged == {"Ward"}
@@ -136,10 +146,10 @@ def test_edit_bounds_then_confirm(services):
 def test_confirm_applies_unsaved_edits(services):
     *_, rows = upload(services, GOOD)
     rows = [dict(r, unit="years") if r["name"] == "Age" else r for r in rows]
-    # Ward's categories were read off the data: confirmed on its own row, never in bulk
-    rows = [dict(r, decision=data_page.DECIDE_CONFIRM) if r["name"] == "Ward" else r
-            for r in rows]
-    click(services, ids.DATA_CONFIRM, "ward", rows)
+    click(services, ids.DATA_CONFIRM, "ward", rows)  # Ward was read off the data: refused
+    assert not services.registry.get("ward").schema.confirmed
+    # Ward's categories were read off the data: confirmed by the owner's tick on their kind
+    click(services, ids.DATA_CONFIRM, "ward", rows, tokens(services, "ward", decisions.LEVELS))
     ds = services.registry.get("ward")
     assert ds.schema.confirmed and ds.schema.column("Age").unit == "years"
     assert not ds.schema.flagged_columns()
@@ -207,13 +217,13 @@ def client(services):
 
 OUTPUTS = [f"{ids.DATA_MESSAGE}.children", f"{ids.DATA_OVERVIEW}.children",
            f"{ids.DATA_LIST}.options", f"{ids.DATA_LIST}.value",
-           f"{ids.DATA_REPORT}.children", f"{ids.DATA_PATIENT}.options",
-           f"{ids.DATA_PATIENT}.value", f"{ids.DATA_PATIENT_K}.value",
-           f"{ids.DATA_PATIENT_K_CONFIRM}.value", f"{ids.DATA_TABLE}.data"]
+           f"{ids.DATA_REPORT}.children", f"{ids.DATA_CHECKLIST}.children",
+           f"{ids.DATA_TABLE}.data"]
 
 
 def post(client, changed: str, contents=None, selected="pirads", rows=None, clicks=None,
-         unit=(data_page.ROW_UNIT, 1, True)):
+         unit=(data_page.ROW_UNIT, 1, True), ticks: dict[str, list] | None = None):
+    """One call as the browser makes it; ``ticks`` maps a checklist box's key to its value."""
     specs = [dict(zip(("id", "property"), o.split("."), strict=True)) for o in OUTPUTS]
     inputs = [
         {"id": ids.DATA_UPLOAD, "property": "contents", "value": contents},
@@ -225,7 +235,9 @@ def post(client, changed: str, contents=None, selected="pirads", rows=None, clic
              {"id": ids.DATA_TABLE, "property": "data", "value": rows},
              {"id": ids.DATA_PATIENT, "property": "value", "value": unit[0]},
              {"id": ids.DATA_PATIENT_K, "property": "value", "value": unit[1]},
-             {"id": ids.DATA_PATIENT_K_CONFIRM, "property": "value", "value": unit[2]}]
+             {"id": ids.DATA_PATIENT_K_CONFIRM, "property": "value", "value": unit[2]},
+             [{"id": {"type": ids.DATA_DECISION, "key": key}, "property": "value",
+               "value": value} for key, value in (ticks or {}).items()]]
     body = {"output": ".." + "...".join(OUTPUTS) + "..", "outputs": specs, "inputs": inputs,
             "state": state, "changedPropIds": [changed]}
     return client.post("/_dash-update-component", json=body)
@@ -237,6 +249,21 @@ def test_http_upload_and_bad_upload(client, services):
     bad = post(client, f"{ids.DATA_UPLOAD}.contents", contents=data_url(b"\x00\x01\x02" * 50))
     assert bad.status_code == 200 and "binary" in bad.get_data(as_text=True)
     assert ids_of(services) == ["pirads", "web"]
+
+
+def test_http_confirm_with_the_ticks_the_browser_sends(client, services):
+    upload(services, GOOD)
+    rows = data_page.schema_rows(services.registry.get("ward").schema)
+    refused = post(client, f"{ids.DATA_CONFIRM}.n_clicks", selected="ward", rows=rows, clicks=1,
+                   ticks={"levels": ["levels:forged"], "bounds": [{"not": "a tick"}]})
+    assert refused.status_code == 200 and "changed since you ticked" in refused.get_data(
+        as_text=True)
+    assert not services.registry.get("ward").schema.confirmed
+    (token,), = tokens(services, "ward", decisions.LEVELS)
+    ok = post(client, f"{ids.DATA_CONFIRM}.n_clicks", selected="ward", rows=rows, clicks=2,
+              ticks={"levels": [token]})
+    assert ok.status_code == 200 and "now public metadata" in ok.get_data(as_text=True)
+    assert services.registry.get("ward").schema.confirmed
 
 
 def test_http_non_owner_confirm_is_refused(client, services):

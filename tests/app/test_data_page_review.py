@@ -1,13 +1,17 @@
-"""Issue 13, items 2 and 3 on the Data page: column-by-column confirmation and the patient unit.
+"""Issues 13 and 23 on the Data page: confirmation per kind of decision and the patient unit.
 
-Nothing read off the data becomes public until the owner confirms that column on its own row
-(the clamp counts beside its bounds); the confirm button publishes and confirms in bulk only
-recognised clinical defaults. The owner picks the patient column and k; the page says "per
-patient" or "per row" truthfully.
+Nothing read off the data becomes public until the owner ticks its kind of decision in the
+checklist (which lists what becomes public, with the clamp counts beside each bound) or edits
+that column; the confirm button publishes and is refused, naming the unticked items, while
+any remain. Recognised clinical defaults are public facts, confirmed with the schema. The
+owner picks the patient column and k inside the same checklist; the page says "per patient"
+or "per row" truthfully.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from types import SimpleNamespace
 
 import numpy as np
@@ -18,14 +22,17 @@ from sklearn.datasets import load_diabetes
 from callbacks import data as data_callbacks
 from layouts import ids
 from layouts.data import page as data_page
+from services.data import decisions
+from services.data.errors import UnknownDatasetError
 from services.data.limits import MAX_CATEGORIES
 from services.data.registry import DatasetRegistry
 from services.identity.roles import Role
 from tests.app.conftest import SessionAs
-from tests.app.test_data_page import _text, data_url
+from tests.app.test_data_page import _text, data_url, tokens
 from tests.app.test_schema_proposal import gleason_2_to_10, one_row_per_test, ward_table
 
 ROW = (data_page.ROW_UNIT, 1, True)
+MERGE = [decisions.MERGE]
 
 
 def upload(services, frame: pd.DataFrame, filename: str):
@@ -38,13 +45,34 @@ def row(rows: list[dict], name: str) -> dict:
     return next(r for r in rows if r["name"] == name)
 
 
-def decide(rows: list[dict], decisions: dict[str, str]) -> list[dict]:
-    return [dict(r, decision=decisions[r["name"]]) if r["name"] in decisions else r
-            for r in rows]
+def save(services, dataset: str, rows, unit=ROW, button=ids.DATA_SAVE, ticks=None):
+    return data_callbacks.handle(services, button, None, None, dataset, rows, unit, ticks)
 
 
-def save(services, dataset: str, rows, unit=ROW, button=ids.DATA_SAVE):
-    return data_callbacks.handle(services, button, None, None, dataset, rows, unit)
+def props(tree: object, cid: str) -> dict:
+    """The props of the component with id ``cid`` in a rendered layout (JSON)."""
+    found = _find(json.loads(_text(tree)), cid)
+    assert found is not None, cid
+    return found
+
+
+def _find(node: object, cid: str) -> dict | None:
+    if isinstance(node, dict):
+        p = node.get("props", {})
+        if p.get("id") == cid:
+            return p
+        children = [v for v in p.values() if isinstance(v, list | dict)]
+        return next((f for c in children if (f := _find(c, cid)) is not None), None)
+    if isinstance(node, list):
+        return next((f for c in node if (f := _find(c, cid)) is not None), None)
+    return None
+
+
+def patient_controls(listed) -> tuple:
+    """(options, value) of the patient dropdown, k, and the k tick's label, as rendered."""
+    dropdown = props(listed, ids.DATA_PATIENT)
+    return (dropdown["options"], dropdown["value"], props(listed, ids.DATA_PATIENT_K)["value"],
+            props(listed, ids.DATA_PATIENT_K_CONFIRM))
 
 
 @pytest.fixture
@@ -56,13 +84,18 @@ def services(tmp_path):
 
 # --- clamping defaults ask, with the clamp count beside each bound --------------------------
 def test_gleason_default_asks_with_the_clamp_count(services):
-    *_, rows = upload(services, gleason_2_to_10(), "gleason.csv")
+    *_, listed, rows = upload(services, gleason_2_to_10(), "gleason.csv")
     g = row(rows, "Gleason score")
     assert (g["lower"], g["upper"], g["clamp_low"], g["clamp_high"]) == ("2", "10", "0", "0")
-    assert "would clamp 43 of 146 values" in g["review"]
-    assert g["flag"] == data_page.FLAG and g["decision"] == data_page.DECIDE_WAIT
-    msg, *_ = save(services, "gleason", rows, button=ids.DATA_CONFIRM)  # bulk: refused
-    assert "one by one" in _text(msg) and "Gleason score" in _text(msg)
+    assert "would clamp 43 of 146 values" in g["review"] and g["flag"] == data_page.FLAG
+    # listed before the owner confirms: what becomes public and what it clamps
+    text = _text(listed)
+    assert "This bound read from the data becomes public" in text
+    assert "2 to 10; levels 2, 3, 4, 5, 6, 7, 8, 9, 10" in text
+    assert "clamped: 0 up to 2, 0 down to 10" in text and "would clamp 43 of 146" in text
+    msg, *_ = save(services, "gleason", rows, button=ids.DATA_CONFIRM)  # no tick: refused
+    assert "This bound read from the data becomes public" in _text(msg)
+    assert "tick it, or edit those columns" in _text(msg)
     assert not services.registry.get("gleason").schema.confirmed
 
 
@@ -75,13 +108,37 @@ def test_choosing_the_default_shows_what_it_clamps(services):
     assert (g["clamp_low"], g["clamp_high"]) == ("43", "0") and g["flag"] != data_page.FLAG
 
 
-def test_a_column_is_confirmed_on_its_own_row(services):
+def test_a_kind_is_confirmed_by_its_one_tick(services):
     *_, rows = upload(services, gleason_2_to_10(), "gleason.csv")
-    msg, *_ = save(services, "gleason", decide(rows, {"Gleason score": "confirm"}),
-                   button=ids.DATA_CONFIRM)
-    ds = services.registry.get("gleason")
+    with pytest.raises(UnknownDatasetError):  # other roles only see confirmed datasets
+        services.registry.get("gleason", owner=False)
+    msg, *_ = save(services, "gleason", rows, button=ids.DATA_CONFIRM,
+                   ticks=tokens(services, "gleason", decisions.BOUNDS))
+    ds = services.registry.get("gleason", owner=False)
     assert ds.schema.confirmed and (ds.schema.column("Gleason score").lower == 2)
     assert "now public metadata" in _text(msg)
+
+
+def test_a_tick_on_a_listing_that_changed_confirms_nothing(services):
+    upload(services, gleason_2_to_10(), "gleason.csv")
+    ticks = tokens(services, "gleason", decisions.BOUNDS)  # ticked on the first listing
+    ds = services.registry.get("gleason")  # meanwhile the bounds changed, still flagged
+    edited = ds.schema.with_column(
+        dataclasses.replace(ds.schema.column("Gleason score"), lower=1, derived_from_data=True))
+    ds = services.registry.update_schema("gleason", edited)
+    rows = data_page.schema_rows(ds.schema, ds.load_report.review)
+    msg, *_ = save(services, "gleason", rows, button=ids.DATA_CONFIRM, ticks=ticks)
+    assert "changed since you ticked it" in _text(msg)
+    assert not services.registry.get("gleason").schema.confirmed
+
+
+@pytest.mark.parametrize("forged", [["bounds:0000"], [["levels"]], "bounds", [[None, 3]],
+                                    [[{"bounds": True}]]])
+def test_forged_ticks_confirm_nothing(services, forged):
+    *_, rows = upload(services, gleason_2_to_10(), "gleason.csv")
+    msg, *_ = save(services, "gleason", rows, button=ids.DATA_CONFIRM, ticks=forged)
+    assert "Not confirmed yet" in _text(msg)
+    assert services.registry.get("gleason").schema.flagged_columns()
 
 
 def test_bulk_confirm_covers_recognised_clinical_defaults_only(services):
@@ -97,10 +154,12 @@ def test_bulk_confirm_covers_recognised_clinical_defaults_only(services):
 
 # --- rare levels: listed, merged into "other" before they are public -----------------------
 def test_rare_levels_are_merged_into_other_on_the_owners_decision(services):
-    *_, rows = upload(services, ward_table(), "wards.csv")
+    *_, listed, rows = upload(services, ward_table(), "wards.csv")
     assert "burns (1), tropical (3)" in row(rows, "ward")["review"]
-    decisions = {"ward": data_page.DECIDE_MERGE}
-    *_, rows = save(services, "wards", decide(rows, decisions), button=ids.DATA_CONFIRM)
+    assert "Rare (fewer than 10 records): burns (1), tropical (3)" in _text(listed)
+    assert props(listed, {"type": ids.DATA_DECISION, "key": decisions.MERGE})["value"] == MERGE
+    ticks = [*tokens(services, "wards", decisions.LEVELS, decisions.BOUNDS), MERGE]
+    *_, rows = save(services, "wards", rows, button=ids.DATA_CONFIRM, ticks=ticks)
     ds = services.registry.get("wards")
     assert ds.schema.confirmed
     assert ds.schema.column("ward").categories == ("cardio", "onco", "uro", "other")
@@ -125,16 +184,21 @@ def labs() -> pd.DataFrame:
 
 
 def test_one_row_per_test_proposes_the_patient_column_and_k(services, labs):
-    _, _, _, _, report, options, patient, k, k_ok, rows = upload(services, labs, "labs.csv")
+    *_, listed, rows = upload(services, labs, "labs.csv")
+    options, patient, k, tick = patient_controls(listed)
     assert {"label": "Patients are identified by 'patient_id'", "value": "patient_id"} in options
-    assert (patient, k, k_ok) == ("patient_id", 3, False)
-    assert "per patient" in _text(report) and "rows per patient" in _text(report)
+    assert (patient, k, tick["value"]) == ("patient_id", 3, False)
+    assert tick["label"] == "I confirm k = 3 rows per patient (read from the data)"
+    text = _text(listed)
+    assert "per patient" in text and "Rows per patient: at most 3" in text
     assert "Ids repeat: 150 of 150" in row(rows, "patient_id")["review"]
-    everything = decide(rows, {"s1": "confirm", "s5": "confirm"})
-    msg, *_ = save(services, "labs", everything, ("patient_id", 3, False), ids.DATA_CONFIRM)
-    assert "rows per patient" in _text(msg)  # k read off the data: not confirmed in bulk
+    bounds = tokens(services, "labs", decisions.BOUNDS)
+    msg, *_ = save(services, "labs", rows, ("patient_id", 3, False), ids.DATA_CONFIRM, bounds)
+    # k read off the data: not confirmed with the rest, and named where its tick is
+    assert "Rows per patient: at most 3 of each patient" in _text(msg)
+    assert "tick 'I confirm k' in its box" in _text(msg)
     assert not services.registry.get("labs").schema.confirmed
-    save(services, "labs", everything, ("patient_id", 3, True), ids.DATA_CONFIRM)
+    save(services, "labs", rows, ("patient_id", 3, True), ids.DATA_CONFIRM)
     schema = services.registry.get("labs").schema
     assert schema.confirmed and (schema.patient_column, schema.contribution_bound) == (
         "patient_id", 3)
@@ -142,18 +206,20 @@ def test_one_row_per_test_proposes_the_patient_column_and_k(services, labs):
 
 def test_a_k_the_owner_types_is_theirs(services, labs):
     *_, rows = upload(services, labs, "labs.csv")
-    _, _, _, _, report, _, patient, k, k_ok, _ = save(services, "labs", rows,
-                                                      ("patient_id", 2, False))
-    assert (patient, k, k_ok) == ("patient_id", 2, True)
-    assert "at most 2 row(s)" in _text(report) and "130 patient(s) have more than 2" in _text(
-        report)
+    *_, listed, _ = save(services, "labs", rows, ("patient_id", 2, False))
+    _, patient, k, tick = patient_controls(listed)
+    assert (patient, k) == ("patient_id", 2) and "d-none" in tick["class_name"]  # no tick asked
+    assert not services.registry.get("labs").schema.patient_bound_derived
+    assert "at most 2 row(s)" in _text(listed) and "130 patient(s) have more than 2" in _text(
+        listed)
 
 
 def test_choosing_one_row_per_patient_is_said_to_be_per_row(services, labs):
     *_, rows = upload(services, labs, "labs.csv")
-    _, _, _, _, report, _, patient, k, _, _ = save(services, "labs", rows, ROW)
+    *_, listed, _ = save(services, "labs", rows, ROW)
+    _, patient, k, _ = patient_controls(listed)
     assert (patient, k) == (data_page.ROW_UNIT, 1)
-    assert "NOT per patient" in _text(report) and "'patient_id' repeats" in _text(report)
+    assert "NOT per patient" in _text(listed) and "'patient_id' repeats" in _text(listed)
     schema = services.registry.get("labs").schema
     assert schema.patient_column is None and schema.privacy_unit == "row"
 
@@ -174,7 +240,8 @@ def test_invalid_patient_choices_are_refused(services, labs, unit, words):
 def test_layout_has_the_patient_controls_with_labels(services):
     text = _text(data_page.layout(services.registry, services.identity.current()))
     for needle in (ids.DATA_PATIENT, ids.DATA_PATIENT_K, ids.DATA_PATIENT_K_CONFIRM,
-                   "Who is a patient?", "Your decision", "Clamped up to it"):
+                   ids.DATA_CHECKLIST, "Who is a patient?", "What becomes public",
+                   "Clamped up to it"):
         assert needle in text, needle
 
 

@@ -1,10 +1,13 @@
-"""A freshly proposed schema (constant column, site codes, missing codes) renders on Explore.
+"""A freshly proposed schema (constant column, site codes, missing codes, labelled 1/2 codes,
+0_no/1_yes) renders on Explore.
 
 The owner explores an unconfirmed upload before confirming it: every view answers with a
 figure or a plain message, never a server error.
 """
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pytest
@@ -39,3 +42,24 @@ def test_a_mean_of_the_constant_column_asks_for_bounds(client, upload_id):
     reply = render(client, dataset=upload_id, view="mean", x="m", group="none")
     assert reply.status == 200 and reply.figures() == []
     assert "'m' has no public lower/upper bounds" in reply.message
+
+
+@pytest.fixture
+def survival_id(explore_app) -> str:
+    from app import services_of
+    from tests.app.clinical_standins import csv_bytes, survival_table, trial_table
+
+    registry = services_of(explore_app).registry
+    table = survival_table().assign(bleed=trial_table(228)["bleed"].to_numpy())
+    return registry.add_upload("survival.csv", csv_bytes(table)).id
+
+
+@pytest.mark.parametrize("view, x, group, label", [
+    ("histogram", "sex", "none", "2 = female"), ("mean", "age", "sex", "1 = male"),
+    ("histogram", "bleed", "status", "2 = event"), ("median", "time", "bleed", "Yes"),
+])
+def test_labelled_codes_and_coded_yes_no_draw_with_their_labels(client, survival_id, view, x,
+                                                               group, label):
+    reply = render(client, dataset=survival_id, view=view, x=x, group=group)
+    assert reply.status == 200 and len(reply.figures()) == 1, reply.text[:300]
+    assert label in json.dumps(reply.figures()), label
