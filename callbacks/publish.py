@@ -3,7 +3,7 @@
 The owner check runs on the server for every call (``callbacks.guard``; ``PublishService``
 refuses anyone else too). A published page is drawn by Dash Pages (one opening = one delivery
 per figure), titled with its own title for those who may open it; its HTML export, its CSV and
-its JSON release reports are plain routes behind the
+its JSON release reports (with each figure's reproduction script) are plain routes behind the
 same session guard.
 """
 
@@ -27,6 +27,7 @@ from layouts.components.shell import page_title
 from layouts.publish import page as layout
 from layouts.publish import view as view_layout
 from layouts.publish.export import page_html
+from services import reproduce
 from services.container import Services
 from services.identity.roles import Role
 from services.ledger import db as ledger_db
@@ -302,11 +303,17 @@ def register_routes(server: flask.Flask, services: Services) -> None:
                          "tier_role": opened.page.tier_role.value,
                          "total_epsilon": opened.total_epsilon},
                 "figures": [{"caption": f.ref.caption,
-                             **release_report(f.release, exported_by=user)}
+                             **release_report(f.release, exported_by=user,
+                                              reproduce=_script(services, f.release))}
                             for f in opened.figures]}
         return flask.Response(json.dumps(_finite(body), indent=2, allow_nan=False, default=str),
                               mimetype="application/json",
                               headers=_attachment(opened.page.slug + "-reports.json"))
+
+
+def _script(services: Services, release) -> dict | None:
+    script = reproduce.for_release(release, ledger=services.ledger, registry=services.registry)
+    return None if script is None else script.to_dict()
 
 
 def _finite(value):

@@ -231,7 +231,7 @@ def view_page(opened: Opened, config: dict[str, Any]) -> html.Div:
                    className="btn btn-outline-dark btn-sm"),
             html.A("Download HTML", href=base + "/export.html",
                    className="btn btn-outline-dark btn-sm"),
-            html.A("Release reports (JSON)", href=base + "/reports.json",
+            html.A("Release reports and scripts (JSON)", href=base + "/reports.json",
                    className="btn btn-outline-dark btn-sm"),
         ], className="d-flex flex-wrap gap-2 mb-3 published-exports"),
         *[_figure_card(f, n, config) for n, f in enumerate(opened.figures)],
