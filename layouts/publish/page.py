@@ -75,7 +75,7 @@ def cohort_form() -> dbc.Card:
     """The cohort description of the chosen dataset (loaded when the dataset changes)."""
     return dbc.Card(dbc.CardBody([
         html.H2("Cohort description", className="h5"),
-        html.P("Shown at the top of every published page of the dataset chosen on the left, "
+        html.P("Shown at the top of every published page of the chosen dataset, "
                "beside its differentially private number of records. Write it in words; "
                "never paste patient data: every reader of the page sees it.",
                className="small"),
