@@ -1,7 +1,18 @@
-/* Demo mode of a published page: ArrowRight / ArrowLeft step through the figures. */
+/* Demo mode of a published page: ArrowRight / ArrowLeft step through the slides, and the
+   charts' type follows the screen (large on a projector, small on a phone). */
 (function () {
   "use strict";
+  var NARROW = 700, LARGE = 18, SMALL = 12;
   function deck() { return document.querySelector(".demo-deck"); }
+  function fit() {
+    if (!window.Plotly) { return; }
+    var size = window.innerWidth < NARROW ? SMALL : LARGE;
+    document.querySelectorAll(".demo-graph .js-plotly-plot").forEach(function (gd) {
+      if (gd.layout && gd.layout.font && gd.layout.font.size !== size) {
+        window.Plotly.relayout(gd, {"font.size": size});
+      }
+    });
+  }
   function show(d, next) {
     var slides = d.querySelectorAll(".demo-slide");
     if (!slides.length) { return; }
@@ -29,4 +40,8 @@
       if (leave) { leave.click(); }
     }
   });
+  window.addEventListener("resize", fit);
+  document.addEventListener("plotly_afterplot", fit, true);
+  new MutationObserver(function () { if (deck()) { fit(); } })
+    .observe(document.documentElement, {childList: true, subtree: true});
 })();

@@ -28,7 +28,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 class Page:
     """One page of the app. ``path`` is its URL, or a Dash Pages template such as
     ``/views/<slug>``; ``render(services, identity, path)`` draws it for a caller already
-    allowed in; ``nav``: listed in the navigation bar."""
+    allowed in; ``nav``: listed in the navigation bar; ``title_at(path)``: the document title
+    of a page whose title depends on its URL (a published page's own), else its label's."""
 
     name: str
     path: str
@@ -36,10 +37,15 @@ class Page:
     lowest: Role
     render: Callable[[Services, Any, str], Any]
     nav: bool = True
+    title_at: Callable[[str], str] | None = None
 
     @property
     def title(self) -> str:
         return shell.page_title(self.label)
+
+    def title_for(self, path: str) -> str:
+        """The document title at ``path`` (one of this page's URLs)."""
+        return self.title_at(path) if self.title_at is not None else self.title
 
 
 def allowed(page: Page, identity: Any) -> bool:

@@ -2,8 +2,9 @@
 
 The owner check runs on the server for every call (``callbacks.guard``; ``PublishService``
 refuses anyone else too). A published page is drawn by Dash Pages (one opening = one delivery
-per figure);
-its HTML export and JSON release reports are plain routes behind the same session guard.
+per figure), titled with its own title for those who may open it; its HTML export, its CSV and
+its JSON release reports (with each figure's reproduction script) are plain routes behind the
+same session guard.
 """
 
 from __future__ import annotations
@@ -22,11 +23,15 @@ from callbacks import guard
 from dp_engine.errors import DPError
 from layouts import ids
 from layouts.components.graph_config import GRAPH_CONFIG
+from layouts.components.shell import page_title
 from layouts.publish import page as layout
+from layouts.publish import view as view_layout
 from layouts.publish.export import page_html
+from services import reproduce
 from services.container import Services
 from services.identity.roles import Role
 from services.ledger import db as ledger_db
+from services.publish.export import page_csv
 from services.publish.service import (
     EXPORT_CHANNEL,
     NOT_FOUND,
@@ -54,12 +59,23 @@ def view_for(services: Services, identity, path: str):
     m = VIEW_PATH.match(path)
     opened = services.publish.open(identity, m.group(1)) if m else None
     if opened is None:
-        return layout.not_found(NOT_FOUND)
+        return view_layout.not_found(NOT_FOUND)
     if opened.state != "ok":
-        return layout.closed(opened)
+        return view_layout.closed(opened)
     if m and m.group(2):
-        return layout.demo_deck(opened, GRAPH_CONFIG)
-    return layout.view_page(opened, GRAPH_CONFIG)
+        return view_layout.demo_deck(opened, GRAPH_CONFIG)
+    return view_layout.view_page(opened, GRAPH_CONFIG)
+
+
+def view_title(path: str) -> str:
+    """The document title at ``/views/<slug>`` (and its demo): the page's own title for those
+    who may open it, a neutral one for anyone else (nothing is read but the title)."""
+    m = VIEW_PATH.match(path or "")
+    services: Services = flask.current_app.extensions["cohort"]
+    title = services.publish.title_for(services.identity.current(), m.group(1)) if m else None
+    if title is None:
+        return page_title(PUBLISHED)
+    return page_title(f"{title} (demo)" if m.group(2) else title)
 
 
 def publish_view(services: Services, identity, _path: str = "/publish"):
@@ -70,10 +86,12 @@ def publish_view(services: Services, identity, _path: str = "/publish"):
                                today + timedelta(days=DEFAULT_DAYS))
 
 
+PUBLISHED = "Published page"
 PAGE = guard.Page("publish", "/publish", "Publish", Role.OWNER, publish_view)
-VIEW_PAGE = guard.Page("view", "/views/<slug>", "Explore", Role.THIRD_PARTY, view_for, nav=False)
+VIEW_PAGE = guard.Page("view", "/views/<slug>", PUBLISHED, Role.THIRD_PARTY, view_for, nav=False,
+                       title_at=view_title)
 """A published page (and its demo): open to every role, its audience checked by the service;
-its document title is Explore's."""
+titled with the page's own title."""
 
 
 # ---- owner callbacks -------------------------------------------------------------------------
@@ -163,10 +181,8 @@ def register_callbacks(app, services: Services) -> None:
             log.exception("Publish quote failed")
             return _alert("The cost could not be computed; nothing was released.",
                           "danger"), None, True
-        total = sum(q.cost for q in quotes)
-        role = services.publish.tier_of(draft.audience)
-        refused = any(q.refusal and not q.cached for q in quotes)
-        return layout.quote_table(quotes, role.label), {"total": total}, refused
+        return (layout.quote_table(quotes), {"total": quotes.total},
+                not quotes.affordable)
 
     @app.callback(Output(ids.PUB_MESSAGE, "children"), Output(ids.PUB_LIST, "children"),
                   Output(ids.PUB_CONFIRM, "disabled", allow_duplicate=True),
@@ -205,19 +221,57 @@ def register_callbacks(app, services: Services) -> None:
         msg = dbc.Alert(["Published: ", flask_link(link)], color="success", className="py-2")
         return msg, layout.page_list(services.publish.pages(identity)), True
 
+    @app.callback(Output(ids.PUB_COHORT_PERIOD, "value"),
+                  Output(ids.PUB_COHORT_INCLUSION, "value"),
+                  Output(ids.PUB_COHORT_SOURCE, "value"),
+                  Output(ids.PUB_COHORT_MESSAGE, "children"),
+                  Input(ids.PUB_DATASET, "value"))
+    def _cohort(dataset):
+        identity = guard.owner(services)
+        if identity is None:
+            return "", "", "", _alert(OWNER_ONLY)
+        try:
+            cohort = services.publish.cohort(identity, dataset if isinstance(dataset, str)
+                                             else "")
+        except DPError:
+            return "", "", "", None
+        return (*layout.cohort_values(cohort), None)
+
+    @app.callback(Output(ids.PUB_COHORT_MESSAGE, "children", allow_duplicate=True),
+                  Input(ids.PUB_COHORT_SAVE, "n_clicks"),
+                  State(ids.PUB_DATASET, "value"), State(ids.PUB_COHORT_PERIOD, "value"),
+                  State(ids.PUB_COHORT_INCLUSION, "value"),
+                  State(ids.PUB_COHORT_SOURCE, "value"), prevent_initial_call=True)
+    def _save_cohort(_n, dataset, period, inclusion, source):
+        identity = guard.owner(services)
+        if identity is None:
+            return _alert(OWNER_ONLY)
+        try:
+            saved = services.publish.save_cohort(
+                identity, dataset if isinstance(dataset, str) else "", period, inclusion,
+                source)
+        except DPError as exc:
+            return _alert(str(exc))
+        except Exception:
+            log.exception("Saving a cohort description failed")
+            return _alert("The description could not be saved; nothing was changed.", "danger")
+        return _alert(f"Saved: every published page of '{saved.dataset_id}' shows it.",
+                      "success")
+
     register_routes(app.server, services)
 
 
 def flask_link(href: str):
     from dash import dcc
 
-    return dcc.Link(href, href=href, id="publish-new-link")
+    return dcc.Link(href, href=href, id="publish-new-link", className="alert-link")
 
 
 # ---- export routes ---------------------------------------------------------------------------
 
 def register_routes(server: flask.Flask, services: Services) -> None:
-    """``/views/<slug>/export.html`` and ``/views/<slug>/reports.json`` (same access rules)."""
+    """``/views/<slug>/export.html``, ``/views/<slug>/page.csv`` and
+    ``/views/<slug>/reports.json`` (same access rules)."""
 
     def _opened(slug: str):
         opened = services.publish.open(services.identity.current(), slug,
@@ -234,6 +288,12 @@ def register_routes(server: flask.Flask, services: Services) -> None:
         return flask.Response(page_html(opened, GRAPH_CONFIG), mimetype="text/html",
                               headers=_attachment(opened.page.slug + ".html"))
 
+    @server.get("/views/<slug>/page.csv", endpoint="published_page_csv")
+    def _page_csv(slug: str):
+        opened = _opened(slug)
+        return flask.Response(page_csv(opened), mimetype="text/csv",
+                              headers=_attachment(opened.page.slug + ".csv"))
+
     @server.get("/views/<slug>/reports.json", endpoint="published_reports")
     def _reports(slug: str):
         opened = _opened(slug)
@@ -243,11 +303,17 @@ def register_routes(server: flask.Flask, services: Services) -> None:
                          "tier_role": opened.page.tier_role.value,
                          "total_epsilon": opened.total_epsilon},
                 "figures": [{"caption": f.ref.caption,
-                             **release_report(f.release, exported_by=user)}
+                             **release_report(f.release, exported_by=user,
+                                              reproduce=_script(services, f.release))}
                             for f in opened.figures]}
         return flask.Response(json.dumps(_finite(body), indent=2, allow_nan=False, default=str),
                               mimetype="application/json",
                               headers=_attachment(opened.page.slug + "-reports.json"))
+
+
+def _script(services: Services, release) -> dict | None:
+    script = reproduce.for_release(release, ledger=services.ledger, registry=services.registry)
+    return None if script is None else script.to_dict()
 
 
 def _finite(value):

@@ -44,7 +44,7 @@ def page_at(path: str | None) -> Page:
 
 def page_title(path: str | None) -> str:
     """The document title at ``path`` (also the first HTML's, see ``app.install_page_titles``)."""
-    return page_at(path).title
+    return page_at(path).title_for(path or "/")
 
 
 def page_titles() -> dict[str, str]:
@@ -69,11 +69,17 @@ def _layout(page: Page, **_query: Any):
     return open_page(page, services, services.identity.current(), _requested_path(page.path))
 
 
+def _title(page: Page, **_path_variables: Any) -> str:
+    """A page's title for the path the router is drawing (Dash Pages calls it per visit)."""
+    return page.title_for(_requested_path(page.path))
+
+
 def register_pages() -> None:
     """Every page into Dash Pages' registry, with its URL (or URL template) and title."""
     for order, page in enumerate((*PAGES, VIEW, UNKNOWN)):
         templated = "<" in page.path
-        dash.register_page(f"callbacks.{page.name}", name=page.label, title=page.title,
+        title = functools.partial(_title, page) if page.title_at else page.title
+        dash.register_page(f"callbacks.{page.name}", name=page.label, title=title,
                            order=order, path=None if templated else page.path,
                            path_template=page.path if templated else None,
                            layout=functools.partial(_layout, page))

@@ -122,9 +122,16 @@ PUB_CONFIRM = "publish-confirm"
 PUB_MESSAGE = "publish-message"
 PUB_LIST = "publish-list"
 PUB_WITHDRAW = "publish-withdraw"    # pattern-matching: {"type": PUB_WITHDRAW, "index": slug}
+PUB_COHORT_PERIOD = "publish-cohort-period"
+PUB_COHORT_INCLUSION = "publish-cohort-inclusion"
+PUB_COHORT_SOURCE = "publish-cohort-source"
+PUB_COHORT_SAVE = "publish-cohort-save"
+PUB_COHORT_MESSAGE = "publish-cohort-message"
 VIEW_PAGE = "published-view"
 VIEW_TOTAL = "published-total"
 VIEW_FIGURE = "published-figure"     # pattern-matching graphs: {"type": ..., "index": n}
+VIEW_COHORT = "published-cohort"
+VIEW_METHODS = "published-methods"
 DEMO_DECK = "demo-deck"
 
 # --- Release studio (issue 15) ---

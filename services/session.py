@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dp_engine.errors import DPError
+from services import reproduce
 from services.identity.roles import Role
 from services.ledger.records import AccountStatus, Quote, StoredRelease
 from services.views import report
@@ -149,6 +150,9 @@ class Session:
         name = f"release-{rel.id}"
         if kind == "csv":
             return f"{name}.csv", report.figure_csv(rel), "text/csv"
-        body = json.dumps(report.release_report(rel, exported_by=self.identity.user),
+        script = reproduce.for_release(rel, ledger=self.ledger,
+                                       registry=self.services.registry)
+        body = json.dumps(report.release_report(rel, exported_by=self.identity.user,
+                                                reproduce=script and script.to_dict()),
                           indent=2, ensure_ascii=False)
         return f"{name}-report.json", body, "application/json"

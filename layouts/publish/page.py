@@ -1,140 +1,27 @@
-"""Publish page (owner) and published views (audience): components only, nothing computed.
+"""The owner's Publish page: components only, nothing computed.
 
-Every number drawn here comes from a stored DP answer (``ViewAnswer``) the ledger served at
-the page's tier; the figures are built by layouts/components/figures.py, the same as Explore's.
+The owner builds a page from released views, sees in plain words what its audience can afford
+(and what to do when it cannot), writes the cohort description every page of a dataset shows,
+and lists or withdraws pages. The audience's view is ``layouts/publish/view.py``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import date
-from typing import Any
 
 import dash_bootstrap_components as dbc
 from dash import dcc, html
 
 from layouts import ids
 from layouts.components.accessible import field
-from layouts.components.figures import build, fmt
-from services.publish.records import AUDIENCE_ROLES, Page
-from services.publish.service import Candidate, FigureQuote, Opened, ShownFigure
+from layouts.components.figures import fmt
+from services.publish.cohort import LIMITS
+from services.publish.records import AUDIENCE_ROLES, Cohort, Page
+from services.publish.service import Candidate, FigureQuote, PageQuote
 
 AUDIENCE_OPTIONS = [{"label": f"Every {r.label.lower()}", "value": r.value}
                     for r in AUDIENCE_ROLES] + [{"label": "One named user", "value": "user"}]
-
-
-# ---- shared by the page, demo mode and the HTML export ---------------------------------------
-
-def figure_label(fig: ShownFigure) -> str:
-    """Mechanism, ε and release date of one figure, in one line."""
-    a = fig.answer
-    return (f"{a.mechanism_label} · ε = {fmt(a.epsilon)} · released "
-            f"{fig.release.created_at:%Y-%m-%d} (release #{fig.release.id})")
-
-
-def table_model(fig: ShownFigure) -> tuple[list[str], list[list[str]]]:
-    """(header, rows) of the figure's data table: every DP value with its 95 % interval."""
-    a = fig.answer
-    unit = a.error_unit if a.figure == "histogram" else a.unit
-    header = [a.x_label if a.figure == "histogram" else "Statistic",
-              *[g if g else "All patients" for g in a.groups]]
-    rows = []
-    for c, cell in enumerate(a.cells):
-        row = [str(cell)]
-        for g in range(len(a.groups)):
-            v, lo, hi = a.values[g][c], a.ci_low[g][c], a.ci_high[g][c]
-            if v is None:
-                row.append("withheld")
-            else:
-                row.append(f"{fmt(v)} (95 % interval {fmt(lo)} – {fmt(hi)})"
-                           + (f" {unit}" if unit else ""))
-        rows.append(row)
-    return header, rows
-
-
-def total_text(opened: Opened) -> str:
-    return (f"Total privacy cost of this page: ε = {fmt(opened.total_epsilon)}, charged once to "
-            f"the {opened.page.tier_role.label.lower()} budget when its figures were released. "
-            "Opening, presenting or exporting it costs nothing.")
-
-
-# ---- audience -------------------------------------------------------------------------------
-
-def not_found(message: str) -> dbc.Alert:
-    return dbc.Alert(message, color="warning", id=ids.VIEW_PAGE)
-
-
-def closed(opened: Opened) -> dbc.Alert:
-    return dbc.Alert([html.H1(opened.page.title, className="h5"), opened.message],
-                     color="secondary", id=ids.VIEW_PAGE)
-
-
-def _data_table(fig: ShownFigure) -> dbc.Table:
-    header, rows = table_model(fig)
-    return dbc.Table([html.Thead(html.Tr([html.Th(h, scope="col") for h in header])),
-                      html.Tbody([html.Tr([html.Th(r[0], scope="row"),
-                                           *[html.Td(c) for c in r[1:]]]) for r in rows])],
-                     size="sm", bordered=True, responsive=True, className="small data-table")
-
-
-def _figure_card(fig: ShownFigure, n: int, config: dict[str, Any]) -> dbc.Card:
-    return dbc.Card(dbc.CardBody([
-        html.H2(fig.ref.caption or f"Figure {n + 1}", className="h6"),
-        dcc.Graph(id={"type": ids.VIEW_FIGURE, "index": n}, figure=build(fig.answer),
-                  config=config, className="dp-graph"),
-        html.P(figure_label(fig), className="small text-muted mb-1 figure-label"),
-        html.Details([html.Summary("Data table", className="small"), _data_table(fig)],
-                     open=True),
-    ]), className="mb-3 published-figure")
-
-
-def view_page(opened: Opened, config: dict[str, Any]) -> html.Div:
-    """The read-only page: figures, their labels and tables, the total cost; no spending."""
-    p = opened.page
-    base = f"/views/{p.slug}"
-    return html.Div([
-        html.H1(p.title, className="h4"),
-        html.P(f"For {p.audience.label.lower() if p.audience.kind == 'role' else p.audience.label}"
-               f" · {p.tier_role.label.lower()} noise tier · open until "
-               f"{p.expires_at:%Y-%m-%d %H:%M} UTC", className="small text-muted"),
-        dbc.Alert(total_text(opened), color="info", className="py-2", id=ids.VIEW_TOTAL),
-        html.Div([
-            dcc.Link("Demo mode", href=base + "/demo", className="btn btn-outline-primary btn-sm"),
-            html.A("Download HTML", href=base + "/export.html",
-                   className="btn btn-outline-secondary btn-sm"),
-            html.A("Release reports (JSON)", href=base + "/reports.json",
-                   className="btn btn-outline-secondary btn-sm"),
-        ], className="d-flex gap-2 mb-3"),
-        *[_figure_card(f, n, config) for n, f in enumerate(opened.figures)],
-    ], id=ids.VIEW_PAGE)
-
-
-def demo_deck(opened: Opened, config: dict[str, Any]) -> html.Div:
-    """Full screen, large fonts, one figure at a time; ArrowLeft / ArrowRight step through
-    (assets/publish-demo.js)."""
-    n_figs = len(opened.figures)
-    slides = []
-    for n, fig in enumerate(opened.figures):
-        figure = build(fig.answer)
-        figure["layout"] = {**figure["layout"], "font": {**figure["layout"]["font"], "size": 20},
-                            "autosize": True}
-        slides.append(html.Section([
-            html.H2(fig.ref.caption or opened.page.title, className="demo-caption"),
-            dcc.Graph(id={"type": ids.VIEW_FIGURE, "index": n}, figure=figure,
-                      config={**config, "displayModeBar": False}, className="demo-graph",
-                      responsive=True),
-            html.P(figure_label(fig), className="demo-label"),
-        ], className="demo-slide" + (" active" if n == 0 else ""),
-            **{"aria-label": f"Figure {n + 1} of {n_figs}", "aria-hidden": str(n != 0).lower()}))
-    return html.Div([
-        html.Div([html.Span(opened.page.title, className="demo-title"),
-                  html.Span(f"1 / {n_figs}", className="demo-counter", **{"aria-live": "polite"}),
-                  html.Span("← → to step · Esc leaves", className="demo-hint"),
-                  dcc.Link("Leave demo", href=f"/views/{opened.page.slug}",
-                           className="demo-leave")], className="demo-bar"),
-        html.Div(slides, className="demo-stage"),
-        html.P(total_text(opened), className="demo-total"),
-    ], id=ids.DEMO_DECK, className="demo-deck", tabIndex="0")
 
 
 # ---- owner ----------------------------------------------------------------------------------
@@ -178,9 +65,43 @@ def publish_page(datasets: Sequence[tuple[str, str]], pages: Sequence[Page],
                "noise tier. Partners open it as often as they like at no further privacy cost; "
                "a figure the audience's role does not hold yet is released once, through the "
                "ledger, at the cost shown before you confirm.", className="small"),
-        dbc.Row([dbc.Col(form, lg=6), dbc.Col(html.Div(page_list(pages), id=ids.PUB_LIST),
-                                              lg=6)]),
+        dbc.Row([dbc.Col(form, lg=6),
+                  dbc.Col([cohort_form(), html.Div(page_list(pages), id=ids.PUB_LIST)],
+                          lg=6)]),
     ])
+
+
+def cohort_form() -> dbc.Card:
+    """The cohort description of the chosen dataset (loaded when the dataset changes)."""
+    return dbc.Card(dbc.CardBody([
+        html.H2("Cohort description", className="h5"),
+        html.P("Shown at the top of every published page of the chosen dataset, "
+               "beside its differentially private number of records. Write it in words; "
+               "never paste patient data: every reader of the page sees it.",
+               className="small"),
+        field("Period", dbc.Input(id=ids.PUB_COHORT_PERIOD, type="text",
+                                  maxLength=LIMITS["period"],
+                                  placeholder="e.g. MRI reports of 2017 and 2018"),
+              class_name="mb-2"),
+        field("Inclusion criteria",
+              dbc.Textarea(id=ids.PUB_COHORT_INCLUSION, maxLength=LIMITS["inclusion"], rows=3,
+                           placeholder="e.g. men referred for a prostate MRI, aged 18 or "
+                                       "over"), class_name="mb-2"),
+        field("Source", dbc.Input(id=ids.PUB_COHORT_SOURCE, type="text",
+                                  maxLength=LIMITS["source"],
+                                  placeholder="e.g. radiology information system, "
+                                              "University Hospital X"),
+              class_name="mb-2"),
+        dbc.Button("Save the description", id=ids.PUB_COHORT_SAVE, color="secondary"),
+        html.Div(id=ids.PUB_COHORT_MESSAGE, className="mt-2", role="status"),
+    ]), className="mb-3")
+
+
+def cohort_values(cohort: Cohort | None) -> tuple[str, str, str]:
+    """The form's values for ``cohort`` (empty fields when none was written)."""
+    if cohort is None:
+        return "", "", ""
+    return cohort.period, cohort.inclusion, cohort.source
 
 
 NOT_RELEASED = " (not released yet)"
@@ -212,17 +133,67 @@ def selected_rows(picked: Sequence[tuple[str, str]]) -> html.Div:
                      size="sm", className="mb-0")
 
 
-def quote_table(quotes: Sequence[FigureQuote], role_label: str) -> html.Div:
-    total = sum(q.cost for q in quotes)
-    rows = [html.Tr([html.Td(q.label),
-                     html.Td("already released — free" if q.cached else f"ε {fmt(q.cost)}"),
-                     html.Td(q.refusal or "")]) for q in quotes]
+def _figure_note(q: FigureQuote, page: PageQuote) -> str:
+    if page.remaining is not None and not q.cached and q.cost > page.remaining + 1e-12:
+        return f"costs more than the ε {fmt(page.remaining)} left on its own"
+    if q.refusal and not q.cached:
+        return q.refusal
+    if q.all_withheld:
+        return ("every group withheld at this tier (too few patients): the page shows a "
+                "sentence instead of a chart")
+    if q.withheld:
+        return f"withheld at this tier (too few patients): {', '.join(q.withheld)}"
+    return ""
+
+
+def _budget_words(q: PageQuote) -> str:
+    role = q.role.label.lower()
+    if q.limited_by == "user":
+        return f"the named user's own limit inside the {role} budget on '{q.dataset_title}'"
+    return f"the {role} budget on '{q.dataset_title}'"
+
+
+def quote_summary(q: PageQuote) -> list:
+    """What the audience can afford and what to do, in plain sentences (with the remedy: the
+    owner's budget controls on the Ledger page)."""
+    total, n = q.total, len(q.figures)
+    budget = _budget_words(q)
+    remedy = ["raise ", budget, " with the budget controls on the ",
+              dcc.Link("Ledger page", href="/ledger"), " (Budget settings)"]
+    if q.refusals:
+        reasons = "; ".join(f"'{label}': {why}" for label, why in q.refusals)
+        return [html.P(f"Publish stays off: {reasons}", className="fw-bold mb-1"),
+                html.P(["Take those figures off the page, or ", *remedy, "."], className="mb-0")]
+    if q.unaffordable:
+        drop = q.most_expensive(q.unaffordable)
+        names = ", ".join(f"'{d.label}' (ε {fmt(d.cost)})" for d in drop)
+        left = f"ε {fmt(q.remaining)} left" + (f" of ε {fmt(q.limit)}" if q.limit else "")
+        return [html.P(f"This audience cannot afford {q.unaffordable} of these {n} figures: "
+                       f"together they cost ε {fmt(total)}, and {budget} has {left}. "
+                       "Publish stays off until the page fits.", className="fw-bold mb-1"),
+                html.P([f"Take off {q.unaffordable} figure{'s' if q.unaffordable > 1 else ''}"
+                        f" (the most expensive: {names}), or ", *remedy, "."],
+                       className="mb-0")]
+    if q.remaining is None:
+        afford = f"{budget[:1].upper() + budget[1:]} has no limit."
+    else:
+        afford = (f"The audience can afford it: {budget} has ε {fmt(q.remaining)} left, "
+                  f"ε {fmt(max(q.remaining - total, 0.0))} after publishing.")
+    return [html.P(f"Publishing charges ε {fmt(total)} to the {q.role.label.lower()} budget "
+                   "(figures it does not hold yet are released once); opening the page later "
+                   f"costs nothing. {afford}", className="fw-bold mb-1"),
+            html.P("Press Publish to publish the page.", className="mb-0")]
+
+
+def quote_table(q: PageQuote) -> html.Div:
+    rows = [html.Tr([html.Td(f.label),
+                     html.Td("already released — free" if f.cached else f"ε {fmt(f.cost)}"),
+                     html.Td(_figure_note(f, q))]) for f in q.figures]
     return html.Div([
-        dbc.Table([html.Thead(html.Tr([html.Th("Figure"), html.Th("Cost now"), html.Th("")])),
+        dbc.Table([html.Thead(html.Tr([html.Th("Figure"), html.Th("Cost now"),
+                                       html.Th("Note")])),
                    html.Tbody(rows)], size="sm", className="mb-1"),
-        html.P(f"Publishing charges ε {fmt(total)} to the {role_label.lower()} budget "
-               "(figures it does not hold yet are released once); opening the page later "
-               "costs nothing. Press Publish to confirm.", className="small fw-bold"),
+        html.Div(quote_summary(q), className="small", role="status"),
     ])
 
 

@@ -51,3 +51,16 @@ figures = Table(
     Index("ix_publish_figure_page", "page_id"),
 )
 """The page's figures in order: a caption and the ledger's served release at the page's tier."""
+
+cohorts = Table(
+    "publish_cohorts", metadata,
+    Column("dataset_id", String(200), primary_key=True),
+    Column("period", String(200), nullable=False),
+    Column("inclusion", Text, nullable=False),
+    Column("source", String(300), nullable=False),
+    Column("updated_by", String(200), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+)
+"""The owner's description of a dataset's cohort, shown at the top of its published pages:
+words the owner wrote (period, inclusion criteria, source), never a number computed from the
+data (the page adds the dataset version's DP number of records)."""

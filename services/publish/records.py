@@ -55,3 +55,24 @@ class Page:
 
     def expired(self, at: datetime) -> bool:
         return at >= self.expires_at
+
+
+@dataclass(frozen=True)
+class Cohort:
+    """The owner's words about a dataset's cohort (shown at the top of its published pages).
+
+    ``period``: when the records were collected; ``inclusion``: who is in the cohort;
+    ``source``: where the records come from. Text the owner wrote, checked by
+    ``services.publish.cohort.checked``; never a number computed from the data.
+    """
+
+    dataset_id: str
+    period: str = ""
+    inclusion: str = ""
+    source: str = ""
+    updated_by: str = ""
+    updated_at: datetime | None = None
+
+    @property
+    def empty(self) -> bool:
+        return not (self.period or self.inclusion or self.source)

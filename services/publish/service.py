@@ -1,10 +1,13 @@
 """Published views: the owner curates released figures; the audience opens them for free.
 
 Publishing releases nothing by itself: each figure is the ledger's served answer at the tier of
-the page's audience role. A figure that role does not hold yet is released first through the
-normal door (``ReleaseService.answer`` for that role, charging its budget), after the owner saw
-the door's quote. Opening a page reads the stored answers only and logs one delivery per figure
-(``Ledger.log_delivery``); it never computes and never spends.
+the page's audience role. The figures that role does not hold yet are released first, all or
+nothing, through the normal door (``ReleaseService.answer_all`` for that role, charging its
+budget), after the owner saw the quote (``PageQuote``: each figure's price, what the audience
+may still spend, how many figures it cannot afford). Opening a page reads the stored answers
+only and logs one delivery per figure (``Ledger.log_delivery``); it never computes and never
+spends. The owner's cohort description of each dataset (``services.publish.cohort``) and the
+dataset version's DP number of records head every page.
 """
 
 from __future__ import annotations
@@ -14,8 +17,9 @@ import math
 import re
 import secrets
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
+from types import SimpleNamespace
 
 from sqlalchemy import select
 
@@ -27,10 +31,12 @@ from services.ledger import db as ledger_db
 from services.ledger import door
 from services.ledger.models import releases as _RELEASES
 from services.ledger.records import StoredRelease
-from services.publish.records import AUDIENCE_ROLES, Audience, FigureRef, Page
+from services.publish import cohort as cohort_text
+from services.publish.records import AUDIENCE_ROLES, Audience, Cohort, FigureRef, Page
 from services.publish.store import PublishStore
 from services.views.answer import ViewAnswer
 from services.views.queries import PRESETS, VIEWS, ViewRequest, parse_request
+from services.views.statistics import group_keys
 
 CHANNEL = "published"
 EXPORT_CHANNEL = "published-export"
@@ -59,12 +65,78 @@ class Candidate:
 
 @dataclass(frozen=True)
 class FigureQuote:
-    """What putting one figure on the page costs the audience role now (the door's quote)."""
+    """What putting one figure on the page costs the audience role now (the door's quote).
+
+    ``withheld``: the groups the audience's tier withholds (too few patients), ``groups``:
+    how many groups the figure has; a figure with every group withheld shows as a sentence.
+    """
 
     label: str
     cost: float                     # ε charged to the role's budget (0: already released)
     cached: bool
     refusal: str | None
+    withheld: tuple[str, ...] = ()
+    groups: int = 1
+
+    @property
+    def all_withheld(self) -> bool:
+        return self.groups > 0 and len(self.withheld) >= self.groups
+
+
+@dataclass(frozen=True)
+class PageQuote:
+    """What publishing a draft costs its audience, and whether the audience can afford it.
+
+    ``remaining`` is the ε the audience may still spend on the dataset: the role's budget, or
+    the named user's own limit inside it when that is smaller (``limited_by`` "role" /
+    "user"; None: no limit). Nothing here was spent: it is read from the ledger's quotes.
+    """
+
+    figures: tuple[FigureQuote, ...]
+    role: Role
+    dataset_id: str
+    dataset_title: str
+    remaining: float | None
+    limit: float | None
+    limited_by: str = "role"
+
+    @property
+    def total(self) -> float:
+        return math.fsum(q.cost for q in self.figures)
+
+    @property
+    def refusals(self) -> list[tuple[str, str]]:
+        """(figure, the door's reason) for each figure that cannot be released as it is for
+        another reason than the audience's budget (``unaffordable`` counts those)."""
+        return [(q.label, q.refusal) for q in self.figures
+                if q.refusal and not q.cached and not self._over_budget(q)]
+
+    def _over_budget(self, q: FigureQuote) -> bool:
+        return self.remaining is not None and q.cost > self.remaining + 1e-12
+
+    @property
+    def unaffordable(self) -> int:
+        """The fewest figures to take off the page so that the rest fit the audience's
+        budget (0 when they all fit)."""
+        if self.remaining is None:
+            return 0
+        costs = sorted(q.cost for q in self.figures if not q.cached and q.cost > 0)
+        spent, fit = 0.0, 0
+        for cost in costs:
+            if spent + cost > self.remaining + 1e-12:
+                break
+            spent += cost
+            fit += 1
+        return len(costs) - fit
+
+    @property
+    def affordable(self) -> bool:
+        return self.unaffordable == 0 and not self.refusals
+
+    def most_expensive(self, n: int) -> list[FigureQuote]:
+        """The ``n`` costliest figures not yet released (what to take off first)."""
+        return sorted((q for q in self.figures if not q.cached and q.cost > 0),
+                      key=lambda q: -q.cost)[:n]
 
 
 @dataclass(frozen=True)
@@ -89,11 +161,22 @@ class ShownFigure:
 
 @dataclass(frozen=True)
 class Opened:
-    """What the audience may see of a page (``state``: "ok", "expired" or "withdrawn")."""
+    """What the audience may see of a page (``state``: "ok", "expired" or "withdrawn").
+
+    ``cohort``: the owner's description of the dataset's cohort; ``n_hat``: the DP number of
+    records of the figures' dataset version (public), None if it was never released.
+    """
 
     page: Page
     state: str
     figures: tuple[ShownFigure, ...] = ()
+    cohort: Cohort | None = None
+    n_hat: int | None = None
+
+    @property
+    def dataset_title(self) -> str:
+        titles = [f.answer.dataset_title for f in self.figures if f.answer.dataset_title]
+        return titles[0] if titles else self.page.dataset_id
 
     @property
     def total_epsilon(self) -> float:
@@ -163,8 +246,10 @@ class PublishService:
                 found[key] = Candidate(key, _label(ds, req), req, False)
         return list(found.values())
 
-    def quote(self, identity, draft: Draft) -> list[FigureQuote]:
-        """The door's quote of every figure for the audience role; computes nothing public."""
+    def quote(self, identity, draft: Draft) -> PageQuote:
+        """The door's quote of every figure for the audience role, with what the audience
+        may still spend; releases nothing but a grouping's DP sizes nobody priced yet (the
+        owner prices them)."""
         _owner(identity)
         ds, tier, reqs = self._checked(draft)
         payer = Identity(identity.user, tier, True)
@@ -176,15 +261,37 @@ class PublishService:
             if isinstance(q, Exception):
                 raise q
             cost = 0.0 if q.cached else float(q.cost)
-            quotes.append(FigureQuote(_label(ds, _raw(req)), cost, q.cached, q.refusal))
-        return quotes
+            keys = group_keys(ds.schema.column(req.group) if req.group else None)
+            quotes.append(FigureQuote(_label(ds, _raw(req)), cost, q.cached, q.refusal,
+                                      self._withheld(payer, req, ds, q, keys), len(keys)))
+        status = self.releases.status(payer, ds.id)
+        limits = [(status.role.remaining, status.role.limit, "role"),
+                  (status.user.remaining, status.user.limit, "user")]
+        known = [x for x in limits if x[0] is not None]
+        remaining, limit, by = min(known, key=lambda x: x[0]) if known else (None, None, "")
+        return PageQuote(tuple(quotes), tier, ds.id, ds.title or ds.id, remaining, limit, by)
+
+    def _withheld(self, payer, req: ViewRequest, ds, quote, keys: list[str]) -> tuple[str, ...]:
+        """The groups of ``req`` withheld at the payer's tier (from the plan, or the stored
+        answer when the audience already holds it)."""
+        if quote.plan is not None:
+            eps = quote.plan.epsilons.get(quote.plan.key.tier)
+            values = eps if isinstance(eps, tuple | list) else [eps]
+            return tuple(k for k, e in zip(keys, values, strict=False) if not e)
+        if quote.cached:
+            stored = self.ledger.lookup(self.releases.plan(payer, req, dataset=ds).key)
+            if stored is not None:
+                flags = stored.answer.get("withheld") or []
+                return tuple(k for k, w in zip(stored.answer.get("groups", keys), flags,
+                                               strict=False) if w)
+        return ()
 
     def publish(self, identity, draft: Draft, *, confirmed_cost: float) -> Page:
         """Release what the audience role lacks (after the owner confirmed ``confirmed_cost``,
         the quote's total), then store the page. Refuses if the price rose meanwhile."""
-        quotes = self.quote(identity, draft)
-        total = math.fsum(q.cost for q in quotes)
-        refusal = next((q.refusal for q in quotes if q.refusal and not q.cached), None)
+        quoted = self.quote(identity, draft)
+        total = quoted.total
+        refusal = next((why for _label, why in quoted.refusals), None)
         if refusal:
             raise PublishError(f"Nothing was published: {refusal}")
         if total > float(confirmed_cost) + 1e-12:
@@ -231,12 +338,40 @@ class PublishService:
             rel = stored.get(ref.release_id)
             if rel is None or not rel.dp or Role(rel.role) is not page.tier_role:
                 continue    # never show anything but the page tier's DP release
-            ans = replace(ViewAnswer.from_dict(rel.answer), realized_noise_percent=None)
+            ans = ViewAnswer.from_dict(rel.answer).without_truth()
             shown.append(ShownFigure(ref, rel, ans))
         for fig in shown:
             self.ledger.log_delivery(fig.release.id, user=identity.user, role=identity.role,
                                      channel=channel)
-        return Opened(page, "ok", tuple(shown))
+        version = shown[0].release.dataset_version if shown else None
+        return Opened(page, "ok", tuple(shown), self.store.cohort(page.dataset_id),
+                      self._public_size(page.dataset_id, version))
+
+    def title_for(self, identity, slug: object) -> str | None:
+        """The title of the page at ``slug`` if ``identity`` may open it (else None, as for
+        an unknown page); reads no figure and logs nothing."""
+        page = self.store.get(slug) if isinstance(slug, str) and _SLUG.match(slug) else None
+        return page.title if page is not None and self.may_open(identity, page) else None
+
+    def _public_size(self, dataset_id: str, version: str | None) -> int | None:
+        """n̂ of a dataset version: its DP number of records, if released (public)."""
+        if version is None:
+            return None
+        return self.releases.public_size(SimpleNamespace(id=dataset_id, version=version))
+
+    # ---- the cohort description (owner writes, every page of the dataset shows) ---------
+    def cohort(self, identity, dataset_id: str) -> Cohort:
+        """The owner's description of the dataset's cohort (empty when none was written)."""
+        _owner(identity)
+        return self.store.cohort(self.registry.get(dataset_id).id)
+
+    def save_cohort(self, identity, dataset_id: str, period: object, inclusion: object,
+                    source: object) -> Cohort:
+        """Check and store the owner's description of a dataset's cohort."""
+        _owner(identity)
+        ds = self.registry.get(dataset_id)
+        text = cohort_text.checked(ds.id, period, inclusion, source)
+        return self.store.save_cohort(text, user=identity.user, at=ledger_db.now())
 
     @staticmethod
     def may_open(identity, page: Page) -> bool:

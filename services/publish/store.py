@@ -1,4 +1,6 @@
-"""Published pages in the ledger's SQL database (SQLAlchemy Core; every worker shares them)."""
+"""Published pages and cohort descriptions in the ledger's SQL database (SQLAlchemy Core; every
+worker shares them). The tables are the publish store's own: created here when missing, never
+by the ledger's migrations."""
 
 from __future__ import annotations
 
@@ -7,13 +9,15 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from sqlalchemy import select, text, update
+from sqlalchemy.exc import IntegrityError
 
 from services.identity.roles import Role
 from services.ledger.db import Database, aware
+from services.publish.models import cohorts as _COHORTS
 from services.publish.models import figures as _FIGURES
 from services.publish.models import metadata
 from services.publish.models import pages as _PAGES
-from services.publish.records import Audience, FigureRef, Page
+from services.publish.records import Audience, Cohort, FigureRef, Page
 
 _PG_DDL_LOCK = 0x1ED6E9  # advisory-lock key serializing CREATE on PostgreSQL (ledger: ...E8)
 
@@ -70,6 +74,35 @@ class PublishStore:
             done = conn.execute(update(_PAGES).where(_PAGES.c.slug == slug)
                                 .values(withdrawn=True))
         return bool(done.rowcount)
+
+    # ---- cohort descriptions (one per dataset) ------------------------------------------
+    def cohort(self, dataset_id: str) -> Cohort:
+        """The dataset's cohort description (empty when the owner wrote none)."""
+        with self.db.tx(write=False) as conn:
+            row = conn.execute(select(_COHORTS).where(
+                _COHORTS.c.dataset_id == str(dataset_id))).mappings().first()
+        if row is None:
+            return Cohort(str(dataset_id))
+        return Cohort(row["dataset_id"], row["period"], row["inclusion"], row["source"],
+                      row["updated_by"], aware(row["updated_at"]))
+
+    def save_cohort(self, cohort: Cohort, *, user: str, at: datetime) -> Cohort:
+        """Store (replace) the dataset's cohort description; returns it as stored."""
+        values = {"period": cohort.period, "inclusion": cohort.inclusion,
+                  "source": cohort.source, "updated_by": str(user), "updated_at": at}
+        for attempt in (1, 2):      # a twin insert by another worker: update it instead
+            try:
+                with self.db.tx(write=True) as conn:
+                    done = conn.execute(update(_COHORTS).where(
+                        _COHORTS.c.dataset_id == cohort.dataset_id).values(**values))
+                    if not done.rowcount:
+                        conn.execute(_COHORTS.insert().values(dataset_id=cohort.dataset_id,
+                                                               **values))
+                break
+            except IntegrityError:
+                if attempt == 2:
+                    raise
+        return self.cohort(cohort.dataset_id)
 
 
 def _page(row, figures: tuple[FigureRef, ...]) -> Page:

@@ -84,12 +84,13 @@ def figure_csv(rel: StoredRelease) -> str:
     return rows_csv(CSV_HEADER, rows)
 
 
-def release_report(rel: StoredRelease, *, exported_by: str,
-                   at: datetime | None = None) -> dict[str, Any]:
+def release_report(rel: StoredRelease, *, exported_by: str, at: datetime | None = None,
+                   reproduce: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A JSON-ready report of one release (dataset version, query, tier, mechanism, ε,
-    values with intervals, time, user). Public answer only: nothing here is private."""
+    values with intervals, time, user) and, when given, its reproduction script
+    (``services.reproduce``). Public answer only: nothing here is private."""
     ans = rel.answer
-    return {
+    report = {
         "report_version": REPORT_VERSION,
         "release_id": rel.id,
         "dataset": {"id": rel.dataset_id, "title": ans.get("dataset_title", ""),
@@ -117,3 +118,6 @@ def release_report(rel: StoredRelease, *, exported_by: str,
         "exported_by": exported_by,
         "exported_at": (at or datetime.now(UTC)).isoformat(),
     }
+    if reproduce is not None:
+        report["reproduce"] = dict(reproduce)
+    return report

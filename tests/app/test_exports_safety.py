@@ -143,7 +143,7 @@ def _safe_config(config) -> bool:
     return config == GRAPH_CONFIG or (isinstance(config, dict) and config.get("staticPlot"))
 
 
-PASSED_IN = {"layouts/publish/page.py"}
+PASSED_IN = {"layouts/publish/view.py"}
 """Layouts whose graphs take their config from the caller (callbacks/publish.py)."""
 
 

@@ -240,6 +240,7 @@ def test_page_and_export_hold_only_served_dp_values(client, services, session):
                 if v is not None]
         served |= {round(v, 9) for v in grid}
         shown_text |= {fmt(v) for v in grid}
+        shown_text |= {fmt(e) for e in a["group_epsilon"] if e is not None}  # ε row
         req = ViewRequest("pirads", f.request["view"], f.request["x"], f.request["group"],
                           "sound", Role.THIRD_PARTY)
         plan = services.releases.plan(session.current(), req, dataset=ds)

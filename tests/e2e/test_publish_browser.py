@@ -1,6 +1,7 @@
 """Published views in a real browser (issue 16): the owner publishes three figures, a third
 party opens the page and steps through demo mode, and the exported HTML shows every figure
-from disk with the network off."""
+from disk with the network off (the partner page's own checks and screenshots:
+test_partner_page_browser.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from selenium.webdriver.common.keys import Keys
 
 from layouts import ids
 from services.identity.users import add_user
-from tests.e2e.test_explore_browser import DOCS, _click, _free_port, _severe
+from tests.e2e.test_explore_browser import _click, _free_port, _severe
 
 pytestmark = pytest.mark.e2e
 PASSWORD = "a long enough password"
@@ -48,9 +49,8 @@ def test_owner_publishes_partner_opens_steps_demo_and_export_opens_offline(dash_
     users = tmp_path / "users.json"
     add_user(users, "olga", "owner", PASSWORD)
     add_user(users, "tina", "third_party", PASSWORD)
-    app = create_app({"data_dir": tmp_path / "var", "users_file": users,
-                      "secret_key": "browser-secret-" + "y" * 32,
-                      "budgets": {"third_party": 3.0}}, seed=7)   # Fig. 2 alone costs 1
+    app = create_app({"data_dir": tmp_path / "var", "users_file": users,   # default budgets
+                      "secret_key": "browser-secret-" + "y" * 32}, seed=7)
     dash_duo.start_server(app, navigate=False, port=_free_port())
     driver, base = dash_duo.driver, dash_duo.server.url.rstrip("/")
 
@@ -78,31 +78,29 @@ def test_owner_publishes_partner_opens_steps_demo_and_export_opens_offline(dash_
     _wait_js(driver, f"return document.querySelectorAll('.published-figure {PLOTS}').length", 3)
     assert len(driver.find_elements(By.CSS_SELECTOR, ".published-figure table")) == 3
     assert not driver.find_elements(By.CSS_SELECTOR, "#publish-confirm, #explore-role")
-    driver.save_screenshot(str(DOCS / "published-view.png"))
 
-    # demo mode: full screen, one figure at a time, the arrow keys step through
+    # demo mode: full screen, one slide at a time (the cohort first), the arrow keys step
     _click(dash_duo, f"#{ids.VIEW_PAGE} a[href$='/demo']")
     deck = dash_duo.wait_for_element(f"#{ids.DEMO_DECK}", timeout=30)
     _wait_js(driver, "return document.querySelectorAll('.demo-slide .js-plotly-plot').length", 3)
     visible = ("return [...document.querySelectorAll('.demo-slide')]"
                ".map(s => getComputedStyle(s).visibility === 'visible')")
-    assert driver.execute_script(visible) == [True, False, False]
-    assert _counter(driver) == "1 / 3"
+    assert driver.execute_script(visible) == [True, False, False, False]
+    assert _counter(driver) == "1 / 4"
     deck.send_keys(Keys.ARROW_RIGHT)
-    assert _counter(driver) == "2 / 3"
-    assert driver.execute_script(visible) == [False, True, False]
-    deck.send_keys(Keys.ARROW_RIGHT)
-    deck.send_keys(Keys.ARROW_RIGHT)                 # stays on the last figure
-    assert _counter(driver) == "3 / 3"
+    assert _counter(driver) == "2 / 4"
+    assert driver.execute_script(visible) == [False, True, False, False]
+    for _ in range(3):
+        deck.send_keys(Keys.ARROW_RIGHT)             # stays on the last slide
+    assert _counter(driver) == "4 / 4"
     deck.send_keys(Keys.ARROW_LEFT)
-    assert driver.execute_script(visible) == [False, True, False]
+    assert driver.execute_script(visible) == [False, False, True, False]
     size = driver.execute_script(
         "return parseFloat(getComputedStyle(document.querySelector('.demo-caption')).fontSize)")
     assert size >= 30                                  # projector-sized type
     widths = driver.execute_script("return [...document.querySelectorAll("
                                    "'.demo-slide .js-plotly-plot')].map(g => g.offsetWidth)")
     assert min(widths) > 0.8 * driver.execute_script("return window.innerWidth")
-    driver.save_screenshot(str(DOCS / "demo-mode.png"))
     assert _severe(dash_duo.get_logs() or []) == []
 
     # the export, fetched with tina's session, opens from disk with the network off
