@@ -129,8 +129,10 @@ def test_page_loads_and_each_preset_renders_its_figure(dash_duo, tmp_path):
             # a grouping nobody priced yet: the preset says so, the button prices it first
             dash_duo.wait_for_contains_text(f"#{ids.EX_MESSAGE}", "priced first", timeout=10)
             _release(dash_duo)                                # prices, then spends
-            before = _wait_change(dash_duo, before)
+            until(lambda: dash_duo.find_element(f"#{ids.EX_RELEASE}").text.startswith(
+                "Released"), timeout=60)                     # its answer is on screen
             dash_duo.driver.execute_script("window.scrollTo(0, 0);")
+        before = _data(dash_duo)
         dash_duo.wait_for_text_to_equal(f"#{ids.EX_MESSAGE}", "", timeout=10)
         assert _trace_types(dash_duo) == types, key
         dash_duo.driver.save_screenshot(str(DOCS / f"{key}.png"))
