@@ -27,6 +27,8 @@ exactly by inverse transform, elementwise.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -299,6 +301,22 @@ def needs_truth(stored: Mapping[int, Release], tier: int, epsilon: Any) -> bool:
     return any(e > 0 and rel is None for e, rel in zip(eps, less, strict=True))
 
 
+def withheld_like(rel: Release, groups: int) -> Release:
+    """A release of ``rel``'s query that withholds every group: no value, no noise, ε 0 (a
+    tier whose plan shows nothing, when the stored tiers show nothing either)."""
+    out = relabel(rel, np.zeros(groups))
+
+    def empty(v: Any) -> Any:
+        return np.full(np.shape(v), np.nan) if np.ndim(v) else math.nan
+
+    return dataclasses.replace(
+        out, value=empty(rel.value), epsilon=0.0, expected_error=empty(rel.expected_error),
+        ci_low=empty(rel.ci_low), ci_high=empty(rel.ci_high),
+        expected_relative_error=empty(rel.expected_relative_error),
+        noisy={n: np.full(np.shape(v), np.nan) for n, v in out.noisy.items()},
+        withheld=np.ones(groups, dtype=bool))
+
+
 def join(stored: Mapping[int, Release], tier: int, epsilon: Any, *,
          template: Release | None = None, rng: RngLike = None) -> Release:
     """The release of ``tier`` at ``epsilon`` (per group; 0/NaN: withheld) as a link of the
@@ -311,6 +329,8 @@ def join(stored: Mapping[int, Release], tier: int, epsilon: Any, *,
     less, more = neighbours(stored, tier, groups)
     if template is None:
         base = combine([less[g] or more[g] for g in range(groups)])
+        if base is None and stored and not np.any(np.nan_to_num(eps) > 0):
+            return withheld_like(next(iter(stored.values())), groups)
         if base is None:
             raise NotNestableError("Nothing stored to draw this tier from: pass the truth.")
         template = relabel(base, eps)

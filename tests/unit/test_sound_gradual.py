@@ -16,7 +16,7 @@ from scipy import stats
 
 from dp_engine.errors import NotNestableError
 from dp_engine.sound import grouped_histogram, grouped_mean, grouped_quantiles
-from dp_engine.sound.gradual import between, insert, no_noise
+from dp_engine.sound.gradual import between, insert, join, no_noise
 from dp_engine.sound.mechanisms import dlap_noise
 from dp_engine.sound.tiers import refine_tier, zero_probability
 
@@ -148,3 +148,18 @@ def test_refused_when_the_chain_would_break():
     noisier = _releases("histogram", [0.5, 0.5], rng)
     with pytest.raises(NotNestableError):          # sharpening needs the truth
         insert(template, more=noisier, rng=rng)
+
+
+@pytest.mark.parametrize("kind", ["histogram", "mean", "quantiles"])
+def test_a_tier_that_shows_nothing_joins_a_chain_that_shows_nothing(kind):
+    """The owner's tier withheld every group (too few patients); a partner's tier of the same
+    view, withholding every group too, is an empty release, not an error; one that would
+    show a group still needs the data."""
+    rng = np.random.default_rng(17)
+    nothing = _releases(kind, [np.nan, np.nan], rng)
+    assert np.all(nothing.withheld)
+    empty = join({0: nothing}, 2, [0.0, np.nan], rng=rng)
+    assert np.all(empty.withheld) and empty.epsilon == 0.0
+    assert all(np.isnan(np.asarray(v, dtype=float)).all() for v in empty.noisy.values())
+    with pytest.raises(NotNestableError):
+        join({0: nothing}, 2, [0.5, 0.0], rng=rng)
