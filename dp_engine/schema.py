@@ -293,7 +293,8 @@ class Schema:
         return [*waiting, "rows per patient"] if self.patient_bound_derived else waiting
 
     def confirm_columns(self, names: list[str] | tuple[str, ...] | set[str]) -> Schema:
-        """The owner's approval of the named columns' data-derived metadata, one by one."""
+        """The owner's approval of the named columns' data-derived metadata (a whole kind of
+        decision at once, or one column)."""
         unknown = set(names) - set(self.names)
         if unknown:
             raise SchemaError(f"The dataset has no column named {', '.join(sorted(unknown))}.")
@@ -305,12 +306,12 @@ class Schema:
         """The owner's approval of the whole schema: it becomes public metadata.
 
         Refused while anything derived from the data is unconfirmed: those columns (and a
-        proposed rows-per-patient bound) are confirmed one by one first.
+        proposed rows-per-patient bound) are confirmed first, per kind of decision or each.
         """
         waiting = self.awaiting_confirmation()
         if waiting:
             raise SchemaError(
-                "Confirm or edit these one by one first; they were read off the data: "
+                "Confirm or edit these first; they were read off the data: "
                 f"{', '.join(waiting)}."
             )
         return replace(self, confirmed=True)
