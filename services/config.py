@@ -117,7 +117,7 @@ def _budgets(env: _Env, renewal_days: int | None) -> dict[str, Any]:
     raw = env.text("COHORT_BUDGETS")
     if raw is None:
         return {}
-    example = '\'{"collaborator": 5, "third_party": 1}\''
+    example = '\'{"collaborator": 8, "third_party": 5}\''
     try:
         budgets = json.loads(raw)
     except json.JSONDecodeError as exc:

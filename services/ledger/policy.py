@@ -1,7 +1,7 @@
 """Budget policy: ε per (role, dataset), optional per-user limits, a cap on each dataset's loss.
 
 Configured from ``COHORT_BUDGETS`` (JSON), e.g.
-``{"collaborator": 5, "third_party": 1, "renewal_days": 30,
+``{"collaborator": 8, "third_party": 5, "renewal_days": 30,
 "per_user": {"collaborator": 2}, "dataset_cap": 30}``. Defaults and their reasons:
 docs/accounting.md.
 """
@@ -126,7 +126,7 @@ class BudgetPolicy:
 
     @classmethod
     def from_mapping(cls, d: Mapping[str, Any] | None) -> BudgetPolicy:
-        """From config, e.g. ``{"collaborator": 5, "third_party": 1, "renewal_days": 30,
+        """From config, e.g. ``{"collaborator": 8, "third_party": 5, "renewal_days": 30,
         "per_user": {"collaborator": 2}, "dataset_cap": 30}``.
 
         Role limits may also sit under a ``"limits"`` key. Missing roles keep their defaults;
