@@ -3,7 +3,9 @@
 For each view (numeric and categorical histograms, mean, variance, quantile candidates, group
 sizes and the DP count), grouped and ungrouped, with missing values, on the sample cohort and
 a generated 1e5-row cohort: in-memory (the numpy reference), DuckDB (Parquet), PostgreSQL
-(TEST_DATABASE_URL, own schema) and Spark (local) agree exactly. A hand-made table adds the
+(TEST_DATABASE_URL, own schema) and Spark (local) agree exactly; so does DuckDB reading the
+compact tables a load builds (``duckdb_loaded``) or a first request builds
+(``duckdb_precomputed``). A hand-made table adds the
 edge cases: rounding ties, values on bin edges and beyond the bounds, NaN next to NULL,
 declared missing codes, labels outside the public list and a catch-all level.
 """
@@ -27,13 +29,14 @@ from services.data.csv_loader import load_csv
 from services.data.registry import SAMPLE_CSV, SAMPLE_SCHEMA, read_schema_file
 from services.data.sources.duckdb_source import DuckDBSource
 from services.data.sources.ingest import frame_to_parquet
+from services.data.sources.large import precompute_views
 from services.data.sources.memory import PandasSource
 from services.data.sources.query import AggregateQuery, ColumnRules
 
 ROOT = Path(__file__).resolve().parents[2]
 PG_URL = os.environ.get("TEST_DATABASE_URL")
 PG_SCHEMA = "w1_sources_equivalence"
-BACKENDS = ("duckdb", "duckdb_precomputed", "postgres", "spark")
+BACKENDS = ("duckdb", "duckdb_precomputed", "duckdb_loaded", "postgres", "spark")
 
 
 def _need(what: str, reason: str) -> None:
@@ -193,6 +196,7 @@ def dataset(request, tmp_path_factory, postgres_cleanup):
     factories = {"duckdb": lambda: DuckDBSource(parquet),
                  "duckdb_precomputed": lambda: DuckDBSource(
                      parquet, precompute_dir=parquet.parent / "precomputed"),
+                 "duckdb_loaded": lambda: _loaded(parquet, schema),
                  "postgres": lambda: _postgres(frame, request.param),
                  "spark": lambda: _spark(parquet)}
     memory = PandasSource(frame)
@@ -201,6 +205,13 @@ def dataset(request, tmp_path_factory, postgres_cleanup):
     yield request.param, queries, factories, answers, opened
     for src in opened.values():
         src.close()
+
+
+def _loaded(parquet: Path, schema: Schema) -> DuckDBSource:
+    """DuckDB with the schema's compact tables built at load (issue 20), as a large file's."""
+    source = DuckDBSource(parquet, precompute_dir=parquet.parent / "loaded")
+    assert precompute_views(source, schema).built > 0
+    return source
 
 
 def _opened(dataset, backend: str):

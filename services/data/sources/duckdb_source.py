@@ -7,11 +7,13 @@ query runs on its own cursor, so threaded workers can query at the same time.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +30,27 @@ VIEW = "cohort"
 WEIGHT = "__cohort_records__"
 COMPACT_MAX_ROWS = 200_000
 """Largest precomputed table kept: (distinct values of the columns a view reads) x count."""
+ROLLUP_MAX_ROWS = 1_000_000
+"""Largest table of combinations the few-valued columns' sets are rolled up from (at load)."""
+
+
+@dataclass(frozen=True)
+class Precomputed:
+    """What building a source's compact tables at load did: how many column sets were
+    written now, found already on disk, or left to the data (too many combinations)."""
+
+    built: int = 0
+    kept: int = 0
+    too_large: int = 0
+    seconds: float = 0.0
+
+    @property
+    def sets(self) -> int:
+        return self.built + self.kept + self.too_large
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
 
 
 @dataclass(frozen=True)
@@ -108,11 +131,94 @@ class DuckDBSource(SqlSource):
                 self._compact[key] = self._load_compact(key)
         return self._compact[key]
 
+    def _compact_path(self, key: tuple[str, ...]) -> Path:
+        assert self.precompute_dir is not None
+        name = hashlib.sha256(json.dumps(key).encode()).hexdigest()[:16]
+        return self.precompute_dir / f"{name}.parquet"
+
+    def precompute(self, column_sets: Iterable[Sequence[str]],
+                   few_values: Iterable[str] = ()) -> Precomputed:
+        """Build now (at load) the compact table of every column set not on disk yet, so no
+        request pays for it, the first one after a load included.
+
+        Hashing every row once per set is what costs, so the sets of ``few_values`` columns
+        (public categories: a few values each) are rolled up from one table of the records
+        per combination of all those columns (one scan, a few hundred thousand rows at most);
+        every other set is grouped from the data on its own and kept only when it has at most
+        ``COMPACT_MAX_ROWS`` combinations (else its views read the data). Workers share the
+        tables on disk; a file lock makes a second worker wait and then find them built.
+        """
+        t0 = time.perf_counter()
+        if self.precompute_dir is None:
+            return Precomputed()
+        keys = list(dict.fromkeys(tuple(sorted(set(c))) for c in column_sets
+                                  if c and set(c) <= set(self._kinds)))
+        few = set(few_values)
+        self.precompute_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.precompute_dir / ".build.lock", "a+b") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                todo = [k for k in keys if not self._compact_path(k).exists()
+                        and not self._compact_path(k).with_suffix(".skip").exists()]
+                rolled = self._rollup([k for k in todo if set(k) <= few])
+                for key in todo:
+                    if key not in rolled:
+                        self._compact[key] = self._load_compact(key)
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+        for key in keys:
+            self._compact_plan(key)
+        too_large = sum(self._compact.get(k) is None for k in todo)
+        return Precomputed(len(todo) - too_large, len(keys) - len(todo), too_large,
+                           time.perf_counter() - t0)
+
+    def _rollup(self, sets: list[tuple[str, ...]]) -> set[tuple[str, ...]]:
+        """Write ``sets`` from one grouping of the data by all their columns; the sets done
+        (none when that grouping has more than ``ROLLUP_MAX_ROWS`` combinations)."""
+        if not sets:
+            return set()
+        names = sorted({c for k in sets for c in k})
+        base = f"rollup_{os.getpid()}_{threading.get_ident()}"
+        with self._lock:
+            cur = self._con.cursor()
+        try:
+            cur.execute(f"CREATE TEMP TABLE {base} AS SELECT {', '.join(map(_quote, names))}, "
+                        f"count(*) AS {_quote(WEIGHT)} FROM {_quote(VIEW)} GROUP BY ALL "
+                        f"LIMIT {ROLLUP_MAX_ROWS + 1}")
+            got = cur.execute(f"SELECT count(*) FROM {base}").fetchall()[0][0]
+            if int(got) > ROLLUP_MAX_ROWS:
+                return set()
+            done = set()
+            for key in sets:
+                cols = ", ".join(map(_quote, key))
+                path = self._compact_path(key)
+                size = cur.execute(f"SELECT count(*) FROM (SELECT 1 FROM {base} "
+                                   f"GROUP BY {cols})").fetchall()[0][0]
+                if int(size) > COMPACT_MAX_ROWS:
+                    path.with_suffix(".skip").touch()
+                    self._compact[key] = None
+                    done.add(key)
+                    continue
+                part = path.with_name(f".{path.stem}.{os.getpid()}.{threading.get_ident()}"
+                                      ".parquet")
+                select = ", ".join(f"CAST({_quote(c)} AS {self._types[c]}) AS {_quote(c)}"
+                                   for c in key)
+                target = str(part).replace("'", "''")
+                cur.execute(f"COPY (SELECT {select}, CAST(sum({_quote(WEIGHT)}) AS BIGINT) AS "
+                            f"{_quote(WEIGHT)} FROM {base} GROUP BY {cols}) "
+                            f"TO '{target}' (FORMAT parquet)")
+                os.replace(part, path)
+                done.add(key)
+            return done
+        finally:
+            cur.execute(f"DROP TABLE IF EXISTS {base}")
+            cur.close()
+
     def _load_compact(self, key: tuple[str, ...]) -> SqlPlan | None:
         from sqlalchemy import func, select
 
-        name = hashlib.sha256(json.dumps(key).encode()).hexdigest()[:16]
-        path = self.precompute_dir / f"{name}.parquet"
+        path = self._compact_path(key)
+        name = path.stem
         skip = path.with_suffix(".skip")
         if skip.exists():
             return None

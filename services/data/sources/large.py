@@ -26,21 +26,25 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import duckdb
+
 from dp_engine.schema import Schema
 from services.data.errors import DatasetError
 from services.data.load_report import LoadReport
 from services.data.sources.base import ROW_CAP, DataSource
-from services.data.sources.duckdb_source import DuckDBSettings, DuckDBSource
+from services.data.sources.duckdb_source import DuckDBSettings, DuckDBSource, Precomputed
 from services.data.sources.ingest import HASH_BLOCK, ingest_csv, previous, stored
 from services.data.sources.sample import LazySample
 
 _version_lock = threading.Lock()
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,7 @@ class LargeDataset:
     source: DataSource
     sample: LazySample = field(repr=False)   # read on first use, never here
     problem: str | None = None               # a newer version was refused; this one kept
+    precomputed: Precomputed = Precomputed()  # compact tables built (or found) at load
 
 
 def cached_version(path: Path, cache_dir: Path) -> str:
@@ -97,7 +102,49 @@ def open_large_csv(path: Path, store: Path, dataset_id: str, schema: Schema | No
     source = DuckDBSource(done.glob, settings or DuckDBSettings(),
                           precompute_dir=done.parquet / "precomputed")
     return LargeDataset(done.version, done.schema, done.report, source,
-                        LazySample(source, done.schema.names, cap=ROW_CAP), problem)
+                        LazySample(source, done.schema.names, cap=ROW_CAP), problem,
+                        precompute_views(source, done.schema))
+
+
+def view_column_sets(schema: Schema) -> list[tuple[str, ...]]:
+    """The column sets an uncached Explore view reads: each view column alone and with each
+    grouping column (a histogram, mean, box plot and their group sizes read no more).
+
+    None when a patient column bounds each patient's rows: those views also read the
+    patient's id, whose combinations are as many as the patients (never compact).
+    """
+    from services.views.inputs import grouping_columns  # services.views imports this module
+
+    if schema.patient_column is not None:
+        return []
+    groups = grouping_columns(schema)
+    sets: dict[tuple[str, ...], None] = {}
+    for spec in schema.queryable_columns():
+        sets[(spec.name,)] = None
+        for g in groups:
+            if g != spec.name:
+                sets[tuple(sorted((spec.name, g)))] = None
+    return list(sets)
+
+
+def precompute_views(source: DataSource, schema: Schema) -> Precomputed:
+    """The compact tables of the schema's views, built at load (a DuckDB source keeps them
+    per dataset version); a failure leaves the views to read the data, as before."""
+    build = getattr(source, "precompute", None)
+    if build is None:
+        return Precomputed()
+    try:
+        from services.views.inputs import grouping_columns
+
+        few = [] if schema.patient_column is not None else grouping_columns(schema)
+        done = build(view_column_sets(schema), few)
+    except (duckdb.Error, OSError) as exc:
+        log.warning("Precomputed tables not built (%s); views read the data.", exc)
+        return Precomputed()
+    if done.built:
+        log.info("Precomputed %d column sets in %.1f s (%d already built, %d too large).",
+                 done.built, done.seconds, done.kept, done.too_large)
+    return done
 
 
 @dataclass(frozen=True)
