@@ -29,6 +29,7 @@ from bench.common import (
     BENCH_DIR,
     NA,
     BenchConfig,
+    DataCheckFailed,
     Table,
     Timing,
     fmt_n,
@@ -370,7 +371,7 @@ def run(config: BenchConfig) -> list[Table]:
         for mark, timing in timings.items():
             browser.add(PAGE_MARKS[mark], fmt_timing(timing),
                         verdict(timing.median <= FIRST_LOAD_MAX))
-    except (Unavailable, ImportError) as exc:
+    except (Unavailable, ImportError, DataCheckFailed) as exc:
         table.add(NA, NA, NA, f"not measured: {exc}", NA, NA, NA)
         browser.add("not measured", str(exc), NA)
     return [table, browser]

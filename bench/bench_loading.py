@@ -18,7 +18,9 @@ from bench.common import (
     NA,
     ROOT,
     BenchConfig,
+    DataCheckFailed,
     Table,
+    check_data,
     fmt_n,
     fmt_ratios,
     fmt_timing,
@@ -33,11 +35,43 @@ SEED = 7
 
 
 def cohort_csv(rows: int, directory: Path) -> Path:
-    """Path of a ``rows``-row cohort CSV resampled from the sample; written if missing or stale.
+    """Path of a ``rows``-row cohort CSV resampled from the sample; written if missing or stale,
+    and checked (``check_cohort``) before any benchmark times it.
 
     The sample's schema is copied beside it (``<stem>.schema.json``), which is where the app
     looks for the public metadata of a configured CSV file.
     """
+    path = _cohort_file(rows, directory)
+    check_cohort(path, rows)
+    return path
+
+
+def expected_present(rows: int) -> dict[str, int]:
+    """Values present per column the resampling wrote: the sample's values (parsed as the
+    app parses them) counted at the seeded picks; every fresh ``Anonym_ID`` is present."""
+    from services.data.registry import load_csv
+
+    frame, _, _ = load_csv(SAMPLE_CSV.read_bytes(), filename=SAMPLE_CSV.name,
+                           schema=load_schema(), max_bytes=1 << 30)
+    picks = np.random.default_rng(SEED).integers(0, len(frame), rows)
+    present = {str(c): int(frame[c].notna().to_numpy()[picks].sum()) for c in frame.columns}
+    if "Anonym_ID" in present:
+        present["Anonym_ID"] = rows
+    return present
+
+
+def check_cohort(path: Path, rows: int) -> str:
+    """Rows and values present per column of ``path`` loaded as the app loads it, against
+    the resampling's (DataCheckFailed: nothing may be timed on it)."""
+    from services.data.registry import load_csv
+
+    frame, _, _ = load_csv(path.read_bytes(), filename=path.name, schema=load_schema(),
+                           max_bytes=1 << 40)
+    got = {str(c): int(n) for c, n in frame.notna().sum().items()}
+    return check_data(f"{path.name} (load_csv)", rows, expected_present(rows), len(frame), got)
+
+
+def _cohort_file(rows: int, directory: Path) -> Path:
     path = directory / f"pirads_cohort_{rows}.csv"
     sidecar = path.with_name(f"{path.stem}.schema.json")
     directory.mkdir(parents=True, exist_ok=True)
@@ -90,7 +124,11 @@ def run(config: BenchConfig) -> list[Table]:
         return [table]
     schema = load_schema() if load_csv is not None else None
     for rows in (None, config.big_n):
-        path = SAMPLE_CSV if rows is None else cohort_csv(rows, config.data_dir)
+        try:
+            path = SAMPLE_CSV if rows is None else cohort_csv(rows, config.data_dir)
+        except DataCheckFailed as exc:   # never timed on data that lost values
+            table.add(fmt_n(rows or 0), NA, NA, str(exc), NA, verdict(False))
+            continue
         size = path.stat().st_size
         fns = {"pandas": lambda path=path: pd.read_csv(path)}
         if load_csv is not None:

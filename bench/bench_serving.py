@@ -41,7 +41,7 @@ import numpy as np
 import psutil
 
 from bench.bench_warehouse import prepare, warehouse_env
-from bench.common import BENCH_DIR, ROOT, header_markdown, load_average
+from bench.common import BENCH_DIR, ROOT, DataCheckFailed, header_markdown, load_average
 from dp_engine.schema import ColumnKind, Schema
 from layouts import ids
 from services.data.registry import SAMPLE_SCHEMA, read_schema_file
@@ -505,7 +505,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     command = "python -m bench.bench_serving " + " ".join(sys.argv[1:] if argv is None
                                                            else argv)
-    text = run(prepare([args.rows])[args.rows], args.config or ["4:16"],
+    try:   # the data is checked against the generator's counts before anything is timed
+        glob = prepare([args.rows])[args.rows]
+    except DataCheckFailed as exc:
+        print(exc)
+        return 2
+    text = run(glob, args.config or ["4:16"],
                sessions=args.sessions, duration=args.duration, database=args.database_url,
                command=command.strip(), size=args.rows, both=args.both_ledgers)
     print(text)

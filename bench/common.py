@@ -56,6 +56,30 @@ QUICK = BenchConfig(
 )
 
 
+# ----------------------------------------------------------------------------- data checks
+
+
+class DataCheckFailed(RuntimeError):
+    """Prepared data differs from what its generator wrote: nothing may be timed on it."""
+
+
+def check_data(label: str, want_rows: int, want_present: Mapping[str, int], got_rows: int,
+               got_present: Mapping[str, int]) -> str:
+    """The line a benchmark prints before timing: rows and values present per column of the
+    prepared data equal the generator's, or DataCheckFailed naming every difference (a
+    benchmark on data that lost values measures less work than it claims: issue 20)."""
+    wrong = [f"'{name}' {int(got_present.get(name, -1)):,} of {int(n):,} values"
+             for name, n in want_present.items() if int(got_present.get(name, -1)) != int(n)]
+    if got_rows != want_rows:
+        wrong.insert(0, f"{got_rows:,} of {want_rows:,} rows")
+    if wrong:
+        raise DataCheckFailed(f"data check {label}: FAILED, not timed: " + "; ".join(wrong))
+    line = (f"data check {label}: {got_rows:,} rows and the values present in each of "
+            f"{len(want_present)} columns equal the generator's: OK")
+    print(line, flush=True)
+    return line
+
+
 # ----------------------------------------------------------------------------- machine header
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import json
 import sys
 from pathlib import Path
 
@@ -252,17 +253,58 @@ def to_csv_bytes(rows: list[list[str]]) -> bytes:
     return buf.getvalue().encode("utf-8")
 
 
+MISSING_CELLS = ("", "n/a", "NA")
+"""The cells this generator writes for a missing value (every other cell holds one)."""
+
+
+def present_counts(block: list[np.ndarray]) -> dict[str, int]:
+    """Values present per column of one block: the cells that are not a missing marker."""
+    return {name: int(col.size - sum(np.count_nonzero(col == m) for m in MISSING_CELLS))
+            for name, col in zip(COLUMNS, block, strict=True)}
+
+
+def counts_path(out: Path) -> Path:
+    """Where ``write_csv`` records what it wrote: ``<file>.counts.json`` beside the CSV."""
+    return Path(out).with_name(f"{Path(out).name}.counts.json")
+
+
+def expected_counts(out: Path, seed: int = SEED, n: int = N_ROWS) -> dict:
+    """What the generator wrote to ``out``: {"rows", "present" per column}; read from the
+    record ``write_csv`` keeps, or counted again from the seeded blocks when it is absent."""
+    try:
+        got = json.loads(counts_path(out).read_text(encoding="utf-8"))
+        if got.get("seed") == seed and got.get("rows") == n:
+            return got
+    except (OSError, ValueError):
+        pass
+    present = dict.fromkeys(COLUMNS, 0)
+    for block in chunks(seed, n):
+        for name, k in present_counts(block).items():
+            present[name] += k
+    got = {"seed": seed, "rows": n, "present": present}
+    if Path(out).exists():   # counted once: kept beside the file as write_csv keeps it
+        counts_path(out).write_text(json.dumps(got), encoding="utf-8")
+    return got
+
+
 def write_csv(out: Path, seed: int = SEED, n: int = N_ROWS) -> int:
-    """Stream the cohort to ``out`` block by block (atomic: written beside it, then renamed)."""
+    """Stream the cohort to ``out`` block by block (atomic: written beside it, then renamed),
+    and record beside it the rows and values present per column it wrote (``counts_path``):
+    what a benchmark checks its prepared data against before timing anything."""
     out = Path(out)
     tmp = out.with_name(f".{out.name}.partial")
     rows = 0
+    present = dict.fromkeys(COLUMNS, 0)
     with tmp.open("w", encoding="utf-8", newline="") as fh:
         writer = csv.writer(fh, lineterminator="\n")
         writer.writerow(COLUMNS)
         for block in chunks(seed, n):
             writer.writerows(zip(*block, strict=True))
             rows += len(block[0])
+            for name, k in present_counts(block).items():
+                present[name] += k
+    counts_path(out).write_text(json.dumps({"seed": seed, "rows": rows, "present": present}),
+                                encoding="utf-8")
     tmp.replace(out)
     return rows
 

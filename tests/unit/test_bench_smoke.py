@@ -140,3 +140,63 @@ def test_serving_settings_and_sections(tmp_path):
     bs.write_section(out, bs.section("cmd", "/d/v/*.parquet", ["| c |"], 8, 45.0))
     text = out.read_text()
     assert "| a |" not in text and "| c |" in text and "| b |" in text
+
+
+# ------------------------------------------------------------------ benchmarks check their data
+
+
+def test_check_data_names_every_loss():
+    from bench.common import DataCheckFailed, check_data
+
+    ok = check_data("t", 10, {"a": 10, "b": 7}, 10, {"a": 10, "b": 7})
+    assert "10 rows" in ok and "OK" in ok
+    with pytest.raises(DataCheckFailed, match=r"'b' 6 of 7 values"):
+        check_data("t", 10, {"a": 10, "b": 7}, 10, {"a": 10, "b": 6})
+    with pytest.raises(DataCheckFailed, match=r"9 of 10 rows"):
+        check_data("t", 10, {"a": 10}, 9, {"a": 10})
+
+
+def test_loading_bench_refuses_a_cohort_that_lost_a_value(tiny):
+    from bench.common import DataCheckFailed
+
+    path = bench_loading.cohort_csv(tiny.big_n, tiny.data_dir)   # checked: passes
+    lines = path.read_text().splitlines()
+    header = lines[0].split(",")
+    age = header.index("Age")
+    row = next(i for i, line in enumerate(lines[1:], 1) if line.split(",")[age])
+    cells = lines[row].split(",")
+    cells[age] = ""                                             # one Age value lost
+    lines[row] = ",".join(cells)
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DataCheckFailed, match="'Age'"):
+        bench_loading.check_cohort(path, tiny.big_n)
+    (table,) = bench_loading.run(tiny)
+    assert any("not timed" in cell for row in table.rows for cell in row)
+
+
+def test_warehouse_bench_refuses_to_time_data_that_lost_values(tmp_path, monkeypatch, capsys):
+    import duckdb
+
+    from bench import bench_warehouse
+    from bench.common import DataCheckFailed
+
+    monkeypatch.setattr(bench_warehouse, "DATA_DIR", tmp_path)
+    monkeypatch.setattr(bench_warehouse, "SIZES", {"1e6": 2_500})
+    globs = bench_warehouse.prepare(["1e6"])
+    assert "data check 1e6" in capsys.readouterr().out
+    # the store loses the Age of a tenth of its rows (what the chunk bug did, at scale)
+    (part,) = [p for p in tmp_path.glob("parquet/*/*.parquet")]
+    con = duckdb.connect()
+    con.execute(f"COPY (SELECT * REPLACE (CASE WHEN row_number() OVER () % 10 = 0 THEN NULL "
+                f"ELSE \"Age\" END AS \"Age\") FROM read_parquet('{part}')) "
+                f"TO '{tmp_path / 'lossy.parquet'}' (FORMAT parquet)")
+    con.close()
+    (tmp_path / "lossy.parquet").replace(part)
+    with pytest.raises(DataCheckFailed, match="'Age'"):
+        bench_warehouse.prepare(["1e6"])
+    timed = []
+    monkeypatch.setattr(bench_warehouse, "time_views", lambda *a, **k: timed.append(a))
+    assert bench_warehouse.main(["--sizes", "1e6", "--backends", "duckdb",
+                                 "--no-serving"]) == 2
+    assert timed == [] and "FAILED, not timed" in capsys.readouterr().out
+    assert globs["1e6"].endswith("*.parquet")
