@@ -27,6 +27,7 @@ calls (DuckDB and Spark keep no result cache; the OS file cache is warm, as on a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -214,6 +215,22 @@ def open_source(backend: str, key: str, glob: str, pg_url: str | None):
                              "spark.driver.memory": "2g"})
 
 
+def engines(pg_url: str | None) -> str:
+    """The versions of the engines timed (DuckDB, PostgreSQL server, pyspark)."""
+    from importlib import metadata
+
+    found = [f"DuckDB {metadata.version('duckdb')}"]
+    if pg_url:
+        import psycopg
+
+        with psycopg.connect(pg_url.replace("postgresql+psycopg", "postgresql")) as conn:
+            row = conn.execute("SHOW server_version").fetchone()
+        found.append(f"PostgreSQL {row[0] if row else '?'}")
+    with contextlib.suppress(metadata.PackageNotFoundError):
+        found.append(f"pyspark {metadata.version('pyspark')}")
+    return "Engines: " + ", ".join(found) + "."
+
+
 def load_precomputed(source, schema):
     """The compact tables built from scratch as a load builds them (their ingestion cost)."""
     import shutil
@@ -365,7 +382,7 @@ def main(argv: list[str] | None = None) -> int:
     schema = read_schema_file(SAMPLE_SCHEMA)
     lines = ["# Warehouse scale (issue 14)", "", header_markdown(), "",
              "Command: `python -m bench.bench_warehouse " + " ".join(argv or sys.argv[1:]) + "`",
-             "", "Uncached view latency, median (min) of "
+             "", engines(pg_url), "", "Uncached view latency, median (min) of "
              f"{args.repeats} calls, seconds:", ""]
     results: dict[tuple[str, str], dict] = {}
     build: dict[str, object] = {}
