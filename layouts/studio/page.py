@@ -22,6 +22,7 @@ from layouts import ids
 from layouts.components.figures import fmt
 from layouts.components.graph_config import GRAPH_CONFIG
 from layouts.studio import figures as figs
+from services.data.review import readable
 
 DEFAULT_EPSILON = 1.0
 OWNER_ONLY = ("Per-record copies are the data owner's only: they are local, not central, "
@@ -91,10 +92,11 @@ def poll(cid: str) -> dcc.Interval:
 
 
 def _public(spec: ColumnSpec) -> str:
-    """The column's public metadata as text: bounds and/or categories."""
+    """The column's public metadata as text: bounds and/or categories. Bounds are written as
+    people write them (a year reads 2017, never 2.02e+03)."""
     parts = []
     if spec.has_bounds:
-        parts.append(f"{fmt(float(spec.lower))} to {fmt(float(spec.upper))}")
+        parts.append(f"{readable(spec.lower)} to {readable(spec.upper)}")
     if spec.categories:
         cats = ", ".join(str(c) for c in spec.categories[:8])
         parts.append(cats + (" …" if len(spec.categories) > 8 else ""))
