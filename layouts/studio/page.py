@@ -181,6 +181,7 @@ def page(datasets: Sequence[tuple[str, str]], first: str, schema: Schema,
             dbc.Button("Report (JSON)", id=ids.ST_DL_JSON, color="secondary", disabled=True),
             dbc.Button("Report (HTML)", id=ids.ST_DL_HTML, color="secondary", disabled=True),
         ], className="d-flex flex-wrap gap-2 my-3"),
+        insist_box(),
         dcc.Download(id=ids.ST_DOWNLOAD),
         dcc.Store(id=ids.ST_LAST),
         poll(ids.ST_POLL),
@@ -191,7 +192,24 @@ def page(datasets: Sequence[tuple[str, str]], first: str, schema: Schema,
     ], id=ids.ST_PAGE)
 
 
+INSIST_LABEL = ("Download anyway: I take this copy although it failed its tolerances "
+                "(recorded in the ledger under my name)")
+
+
+def insist_box() -> html.Div:
+    """The owner's explicit "download anyway" under a failed run (hidden otherwise)."""
+    return html.Div(dbc.Checklist(id=ids.ST_INSIST, value=[], options=[
+        {"label": INSIST_LABEL, "value": "insist"}], className="small"),
+        id=ids.ST_INSIST_BOX, hidden=True, className="mb-2")
+
+
 # ---- results ---------------------------------------------------------------------------------
+
+def verdict_line(said: Mapping[str, Any]) -> dbc.Alert:
+    """The run's one-line verdict: green when it passed, red when it failed."""
+    ok = bool(said.get("ok"))
+    return dbc.Alert(html.Strong(str(said.get("text", ""))), color="success" if ok else "danger",
+                     className=f"py-2 small studio-verdict {'passed' if ok else 'failed'}")
 
 def data_table(model: figs.Table, caption: str) -> dbc.Table:
     header, rows = model
@@ -246,14 +264,17 @@ def run_summary(run_id: str, release_id: int, record_eps: float, kept: Sequence[
             f"Σ ε = {fmt(record_eps)} (local DP, not central DP; outside the role budgets)."]
     if kept:
         text.append(html.Strong(f" Kept as is, NOT private: {', '.join(kept)}."))
-    return dbc.Alert(text, color="success", className="py-2 small")
+    return dbc.Alert(text, color="secondary", className="py-2 small")
 
 
-def results(run_text: dbc.Alert, metrics: Mapping[str, Any], summaries: Mapping[str, Any],
-            model: Mapping[str, Any] | None, model_note: str) -> html.Div:
-    """Metrics table, per-column plots with tables, correlation heatmaps, model check."""
+def results(said: Mapping[str, Any], run_text: dbc.Alert, metrics: Mapping[str, Any],
+            summaries: Mapping[str, Any], model: Mapping[str, Any] | None,
+            model_note: str) -> html.Div:
+    """The verdict, then metrics table, per-column plots with tables, correlation heatmaps,
+    model check."""
     labels = {n: c["label"] for n, c in summaries["columns"].items()}
-    parts = [run_text, html.H2("Metrics", className="h6"), metrics_table(metrics, labels),
+    parts = [verdict_line(said), run_text, html.H2("Metrics", className="h6"),
+             metrics_table(metrics, labels),
              html.P(f"Largest correlation difference: {fmt(metrics.get('corr_max_diff'))}",
                     className="small"), *plots(summaries)]
     if model:

@@ -15,6 +15,7 @@ import json
 import tempfile
 import uuid
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,7 +46,14 @@ from services.ledger.plan import ReleaseKey, ReleasePlan
 from services.ledger.store import Ledger
 from services.studio import jobs, pgm
 from services.studio.measures import measure, metrics_dict
-from services.studio.outcomes import StudioRun, record_result, run_model, trail_result
+from services.studio.outcomes import (
+    StudioRun,
+    downloadable,
+    record_result,
+    run_model,
+    trail_result,
+    verdict,
+)
 from services.studio.report import dp_csv
 from services.studio.store import RunStore
 from services.studio.synthetic import SyntheticResult, SyntheticStudio
@@ -56,6 +64,8 @@ if TYPE_CHECKING:
 
 MECHANISM = "Studio per-record copy (local DP, not central DP)"
 CHANNEL = "studio"
+INSIST_CHANNEL = "studio-download-anyway"
+"""The ledger's delivery channel of a failed run's files the owner insisted on."""
 
 GUARANTEE = (
     "Per-record copy: each cell is perturbed on its own (local differential privacy). With "
@@ -206,11 +216,14 @@ class StudioService:
             else:
                 result, runs = self.auto_tune(identity, dataset_id, choices, *tune,
                                               progress=progress)
-                trail = trail_result(result)
+                labels = {c.name: c.display for c in
+                          self.registry.get(str(dataset_id)).schema.columns}
+                trail = trail_result(result, tune[0], labels)
                 run = (runs[result.chosen if result.chosen is not None else -1]
                        if runs else None)
             if run is None:
-                return {"kind": "record", "run_id": None, "trail": trail}, None
+                return {"kind": "record", "run_id": None, "trail": trail,
+                        "verdict": verdict(trail, None)}, None
             progress(0.8, "Model check and figures…")
             frame = self.registry.get(run.dataset_id).frame
             return record_result(run, frame, target, trail), dp_csv(run.copy.frame)
@@ -269,6 +282,27 @@ class StudioService:
                 **comparison(r.schema, part["metrics"] or {"columns": {}},
                              run.answer["metrics"], {"synthetic": model, "record": rec_model})}
         return part
+
+    def insist(self, identity, token: object) -> dict[str, Any]:
+        """The owner insists on the files of a finished run whose verdict failed: recorded
+        on the run (who, when) and in the ledger as a delivery of the run's release (channel
+        ``studio-download-anyway``); returns the updated record. A DPError otherwise."""
+        if not access.is_owner(identity):
+            raise DPError("Only the data owner may download a per-record copy.")
+        record = self.job(identity, token)
+        result = (record or {}).get("result") or {}
+        if record is None or record.get("state") != "done" or not result.get("run_id"):
+            raise DPError("There is no finished copy to download; run it first.")
+        if downloadable(result):
+            return record
+        self.ledger.log_delivery(int(result["release_id"]), user=identity.user,
+                                 role=identity.role, channel=INSIST_CHANNEL)
+        insisted = {"user": identity.user,
+                    "at": datetime.now(UTC).isoformat(timespec="seconds")}
+        result = {**result, "insisted": insisted,
+                  "report": {**result.get("report", {}), "downloaded_anyway": insisted}}
+        self.store.update(identity.user, str(token), result=result)
+        return {**record, "result": result}
 
     def job(self, identity, token: object) -> dict[str, Any] | None:
         """The state of ``identity``'s job ``token`` (None for anyone else's or unknown)."""
