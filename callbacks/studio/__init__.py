@@ -19,7 +19,7 @@ from dash import ALL, Input, Output, State, ctx, no_update
 
 from callbacks import guard
 from callbacks.studio import synthetic as studio_synthetic
-from callbacks.studio.jobs import poll_view, send
+from callbacks.studio.jobs import poll_view, send, started
 from dp_engine.errors import DPError
 from dp_engine.release import ColumnChoice, Sensitivity, Technique, Tolerances
 from dp_engine.release.techniques import ColumnProblemsError
@@ -206,7 +206,7 @@ def register_callbacks(app, services: Services) -> None:
             return (no_update, no_update, layout.message(str(exc)), _column_messages({}),
                     *unchanged)
         return (None, None, None, _column_messages({}), token, True, True, True, False,
-                layout.job_progress(0, "Waiting to start…", PROGRESS_NAME), True, [])
+                started(services.studio.job(identity, token), PROGRESS_NAME), True, [])
 
     @app.callback(Output(ids.ST_PROGRESS, "children", allow_duplicate=True),
                   Output(ids.ST_RESULTS, "children", allow_duplicate=True),

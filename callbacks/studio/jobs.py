@@ -37,6 +37,14 @@ def poll_view(record: dict[str, Any] | None, render: Callable[[dict[str, Any]], 
                                 name), no_update, no_update, False, True)
 
 
+def started(record: dict[str, Any] | None, name: str) -> Any:
+    """The bar drawn as a job is queued: the job's own state, read from the store at once
+    (its stage and percent, not a fixed "waiting" line); the polls take it from there."""
+    rec = record or {}
+    return layout.job_progress(float(rec.get("progress") or 0.0),
+                               str(rec.get("text") or "Queued…"), name)
+
+
 def send(services, token: object, kind: str, which: str) -> tuple[Any, Any]:
     """(download, message) of the user's finished job ``token``: ``which`` is "csv", "json"
     or "html". Nothing for another user's token or a job that has not finished."""

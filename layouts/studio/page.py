@@ -28,7 +28,7 @@ DEFAULT_EPSILON = 1.0
 OWNER_ONLY = ("Per-record copies are the data owner's only: they are local, not central, "
               "differential privacy. You may ask for the synthetic copy below (central DP, "
               "charged to your role's budget).")
-POLL_MS = 700
+POLL_MS = 400
 METRICS = (("privacy_match", "Privacy Match %"), ("digimatch", "DigiMatch %"),
            ("privacy_error", "Error %"), ("mean_original", "mean (original)"),
            ("mean_dp", "mean (DP)"), ("std_original", "sd (original)"), ("std_dp", "sd (DP)"),

@@ -35,6 +35,7 @@ from dp_engine.release.techniques import (
     Technique,
     check_choices,
     check_data,
+    record_epsilon,
     sensitivity_of,
 )
 from dp_engine.rng import as_generator
@@ -136,8 +137,15 @@ class StudioService:
         ds = self.registry.get(str(dataset_id), owner=access.is_owner(identity))
         return check_choices(ds.schema, choices) or check_data(ds.frame, choices)
 
-    def run(self, identity, dataset_id: str, choices: Sequence[ColumnChoice]) -> StudioRun:
-        """A per-record copy, charged through the ledger's door (owner only)."""
+    def run(self, identity, dataset_id: str, choices: Sequence[ColumnChoice], *,
+            progress: jobs.Progress | None = None, span: tuple[float, float] = (0.05, 0.8),
+            stage: str = "") -> StudioRun:
+        """A per-record copy, charged through the ledger's door (owner only).
+
+        ``progress(fraction, text)`` hears its two stages (the copy, then its metrics) as
+        fractions within ``span``, each text after ``stage`` (e.g. "Auto-tune try 2: ")."""
+        tell = progress or (lambda _f, _t: None)
+        lo, hi = span
         if not access.is_owner(identity):
             raise DPError("Per-record copies are the data owner's only: they are not central "
                           "differential privacy. Ask for a synthetic copy instead.")
@@ -153,6 +161,8 @@ class StudioService:
         held: dict[str, Any] = {}
 
         def compute(_eps, rng: np.random.Generator) -> Release:
+            tell(lo, f"{stage}making the per-record copy…" if stage
+                 else "Making the per-record copy…")
             copy = per_record_copy(ds.frame, ds.schema, choices, rng=rng)
             held["copy"] = copy
             return Release(statistic="studio per-record copy", value=[],
@@ -162,6 +172,8 @@ class StudioService:
                            params={"kept": list(copy.kept), "rows": len(copy.frame)})
 
         def publish(_plan: ReleasePlan, rel: Release) -> dict[str, Any]:
+            tell(lo + 0.5 * (hi - lo), f"{stage}measuring privacy and utility…"
+                 if stage else "Measuring privacy and utility…")
             held["metrics"] = m = measure(ds.frame, held["copy"].frame, ds.schema, choices)
             return {"kind": "studio-record", "run_id": run_id, "dp": False,
                     "mechanism": MECHANISM, "record_epsilon": float(rel.epsilon),
@@ -186,9 +198,15 @@ class StudioService:
         runs: list[StudioRun] = []
 
         def one(current: list[ColumnChoice]) -> TableMetrics:
-            if progress is not None:
-                progress(min(0.75, 0.1 + 0.15 * len(runs)), f"Auto-tune: try {len(runs) + 1}…")
-            runs.append(self.run(identity, dataset_id, current))
+            # each try's share of the bar is its share of the auto-tune budget (a tune
+            # ends when the budget cannot pay the next try)
+            spent = sum(r.record_epsilon for r in runs)
+            cost = record_epsilon(current)
+            span = (0.05 + 0.75 * min(1.0, spent / budget),
+                    0.05 + 0.75 * min(1.0, (spent + cost) / budget))
+            runs.append(self.run(identity, dataset_id, current, progress=progress, span=span,
+                                 stage=f"Auto-tune try {len(runs) + 1} (ε {cost:.3g} of the "
+                                       f"{budget:g} budget): "))
             return runs[-1].metrics
 
         result = auto_tune(list(choices), one, tolerances, budget, factor=factor)
@@ -211,8 +229,8 @@ class StudioService:
         def work(progress: jobs.Progress) -> tuple[dict[str, Any], str | None]:
             trail = None
             if tune is None:
-                progress(0.1, "Making the per-record copy…")
-                run: StudioRun | None = self.run(identity, dataset_id, choices)
+                run: StudioRun | None = self.run(identity, dataset_id, choices,
+                                                 progress=progress)
             else:
                 result, runs = self.auto_tune(identity, dataset_id, choices, *tune,
                                               progress=progress)
@@ -224,9 +242,9 @@ class StudioService:
             if run is None:
                 return {"kind": "record", "run_id": None, "trail": trail,
                         "verdict": verdict(trail, None)}, None
-            progress(0.8, "Model check and figures…")
             frame = self.registry.get(run.dataset_id).frame
-            return record_result(run, frame, target, trail), dp_csv(run.copy.frame)
+            return (record_result(run, frame, target, trail, progress=progress),
+                    dp_csv(run.copy.frame))
 
         return jobs.submit(self.store, identity.user, "record", work)
 
