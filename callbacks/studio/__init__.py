@@ -19,7 +19,7 @@ from dash import ALL, Input, Output, State, ctx, no_update
 
 from callbacks import guard
 from callbacks.studio import synthetic as studio_synthetic
-from callbacks.studio.jobs import poll_view, send
+from callbacks.studio.jobs import poll_view, send, started
 from dp_engine.errors import DPError
 from dp_engine.release import ColumnChoice, Sensitivity, Technique, Tolerances
 from dp_engine.release.techniques import ColumnProblemsError
@@ -28,6 +28,7 @@ from layouts.studio import page as layout
 from services.container import Services
 from services.identity import access
 from services.identity.roles import Role
+from services.studio.outcomes import downloadable, verdict
 from services.studio.service import GUARANTEE
 
 log = logging.getLogger(__name__)
@@ -112,18 +113,27 @@ def _column_messages(problems: dict[str, str]) -> list[str]:
 
 
 def _shown(result: dict[str, Any]) -> tuple[Any, Any]:
-    """(results, trail) of a finished per-record job."""
+    """(results, trail) of a finished per-record job: the verdict first."""
     if result.get("kind") != "record":
         return None, None
     trail = result.get("trail")
     trail_view = layout.trail(trail["tries"], trail["message"], trail["spent"]) if trail \
         else None
+    said = result.get("verdict") or verdict(trail, result.get("record_epsilon"))
     if not result.get("run_id"):
-        return None, trail_view
+        return layout.verdict_line(said), trail_view
     text = layout.run_summary(result["run_id"], result["release_id"], result["record_epsilon"],
                               result["kept"])
-    return layout.results(text, result["metrics"], result["summaries"], result["model"],
-                          result["model_note"]), trail_view
+    return layout.results(said, text, result["metrics"], result["summaries"],
+                          result["model"], result["model_note"]), trail_view
+
+
+def _insist_hidden(record: dict[str, Any] | None) -> bool:
+    """Whether the "download anyway" box stays hidden: shown only under a finished run
+    whose verdict failed and whose files the owner has not yet taken."""
+    result = (record or {}).get("result") or {}
+    return not (record is not None and record.get("state") == "done"
+                and result.get("run_id") and not downloadable(result))
 
 
 def register_callbacks(app, services: Services) -> None:
@@ -157,6 +167,7 @@ def register_callbacks(app, services: Services) -> None:
         Output({"type": ids.ST_COLMSG, "index": ALL}, "children"),
         Output(ids.ST_LAST, "data"), *[Output(b, "disabled") for b in buttons],
         Output(ids.ST_POLL, "disabled"), Output(ids.ST_PROGRESS, "children"),
+        Output(ids.ST_INSIST_BOX, "hidden"), Output(ids.ST_INSIST, "value"),
         Input(ids.ST_RUN, "n_clicks"), Input(ids.ST_TUNE, "n_clicks"),
         State(ids.ST_DATASET, "value"), State(ids.ST_TARGET, "value"),
         State({"type": ids.ST_TECH, "index": ALL}, "value"),
@@ -169,7 +180,7 @@ def register_callbacks(app, services: Services) -> None:
              err, ks, corr, match, budget):
         """Check the form, then queue the run (or auto-tune) and start polling it."""
         identity = guard.owner(services)
-        unchanged = (no_update,) * 6      # token, three download buttons, poll, progress
+        unchanged = (no_update,) * 8      # token, 3 downloads, poll, progress, insist box
         if identity is None:
             return (no_update, no_update, layout.message(layout.OWNER_ONLY),
                     _column_messages({}), *unchanged)
@@ -195,7 +206,7 @@ def register_callbacks(app, services: Services) -> None:
             return (no_update, no_update, layout.message(str(exc)), _column_messages({}),
                     *unchanged)
         return (None, None, None, _column_messages({}), token, True, True, True, False,
-                layout.job_progress(0, "Waiting to start…", PROGRESS_NAME))
+                started(services.studio.job(identity, token), PROGRESS_NAME), True, [])
 
     @app.callback(Output(ids.ST_PROGRESS, "children", allow_duplicate=True),
                   Output(ids.ST_RESULTS, "children", allow_duplicate=True),
@@ -203,10 +214,12 @@ def register_callbacks(app, services: Services) -> None:
                   Output(ids.ST_MESSAGE, "children", allow_duplicate=True),
                   Output(ids.ST_POLL, "disabled", allow_duplicate=True),
                   *[Output(b, "disabled", allow_duplicate=True) for b in buttons],
+                  Output(ids.ST_INSIST_BOX, "hidden", allow_duplicate=True),
                   Input(ids.ST_POLL, "n_intervals"), State(ids.ST_LAST, "data"),
                   prevent_initial_call=True)
     def _poll(_n, token):
-        """The job's progress, then its result (identity checked on every poll)."""
+        """The job's progress, then its result (identity checked on every poll); a failed
+        verdict keeps the files back and shows "download anyway"."""
         record = services.studio.job(services.identity.current(), token)
         drawn: dict[str, Any] = {}
 
@@ -216,7 +229,30 @@ def register_callbacks(app, services: Services) -> None:
 
         bar, results, msg, stop, no_files = poll_view(record, render, PROGRESS_NAME)
         trail = drawn.get("trail", no_update)
-        return bar, results, trail, msg, stop, no_files, no_files, no_files
+        return (bar, results, trail, msg, stop, no_files, no_files, no_files,
+                _insist_hidden(record))
+
+    @app.callback(*[Output(b, "disabled", allow_duplicate=True) for b in buttons],
+                  Output(ids.ST_MESSAGE, "children", allow_duplicate=True),
+                  Input(ids.ST_INSIST, "value"), State(ids.ST_LAST, "data"),
+                  prevent_initial_call=True)
+    def _insist(value, token):
+        """The owner ticks "download anyway": recorded (run and ledger), files handed out;
+        unticked, the buttons are off again (what was recorded stays)."""
+        identity = guard.owner(services)
+        if identity is None:
+            return True, True, True, layout.message(layout.OWNER_ONLY)
+        if not (isinstance(value, list) and "insist" in value):
+            return True, True, True, None
+        try:
+            record = services.studio.insist(identity, token)
+        except DPError as exc:
+            return True, True, True, layout.message(str(exc))
+        result = record.get("result") or {}
+        return False, False, False, layout.message(
+            f"Recorded: {identity.user} took the files of run {result.get('run_id')} although "
+            f"it failed its tolerances (ledger release #{result.get('release_id')}, delivery "
+            "logged).", "warning")
 
     @app.callback(Output(ids.ST_DOWNLOAD, "data"), Output(ids.ST_MESSAGE, "children",
                                                           allow_duplicate=True),

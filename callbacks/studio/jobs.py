@@ -11,11 +11,14 @@ from typing import Any
 from dash import dcc, no_update
 
 from layouts.studio import page as layout
+from services.studio.outcomes import downloadable
 from services.studio.report import report_html, report_json
 
 GONE = ("This run is no longer kept on the server (only your last few are); run it again for "
         "a new copy.")
 NOT_READY = "This run has not finished yet; wait for it, then download."
+HELD_BACK = ("This copy failed its tolerances, so its files are held back. Tick 'Download "
+             "anyway' under the buttons to take them (recorded in the ledger).")
 
 
 def poll_view(record: dict[str, Any] | None, render: Callable[[dict[str, Any]], Any],
@@ -27,11 +30,19 @@ def poll_view(record: dict[str, Any] | None, render: Callable[[dict[str, Any]], 
     state = record.get("state")
     if state == "done":
         result = record.get("result") or {}
-        return None, render(result), None, True, not result.get("run_id")
+        return None, render(result), None, True, not downloadable(result)
     if state == "error":
         return None, no_update, layout.message(str(record.get("text"))), True, True
     return (layout.job_progress(float(record.get("progress") or 0), str(record.get("text")),
                                 name), no_update, no_update, False, True)
+
+
+def started(record: dict[str, Any] | None, name: str) -> Any:
+    """The bar drawn as a job is queued: the job's own state, read from the store at once
+    (its stage and percent, not a fixed "waiting" line); the polls take it from there."""
+    rec = record or {}
+    return layout.job_progress(float(rec.get("progress") or 0.0),
+                               str(rec.get("text") or "Queued…"), name)
 
 
 def send(services, token: object, kind: str, which: str) -> tuple[Any, Any]:
@@ -44,6 +55,8 @@ def send(services, token: object, kind: str, which: str) -> tuple[Any, Any]:
     result = record.get("result") or {}
     if record.get("state") != "done" or not result.get("run_id"):
         return no_update, layout.message(NOT_READY if record.get("state") != "error" else GONE)
+    if not downloadable(result):
+        return no_update, layout.message(HELD_BACK)
     stem = re.sub(r"[^A-Za-z0-9_-]+", "-", f"{result['dataset_id']}-{kind}-{result['run_id']}")
     if which == "csv":
         text = services.studio.job_csv(identity, token)

@@ -13,7 +13,7 @@ from typing import Any
 
 from dash import ALL, Input, Output, State, ctx, no_update
 
-from callbacks.studio.jobs import poll_view, send
+from callbacks.studio.jobs import poll_view, send, started
 from dp_engine.errors import DPError
 from dp_engine.release.synthetic import synth_domain
 from dp_engine.schema import Schema
@@ -123,8 +123,8 @@ def register_callbacks(app, services) -> None:
         except DPError as exc:
             return (no_update, no_update, None, base.message(str(exc)), no_update,
                     no_update, no_update, no_update)
-        return (token, False, base.job_progress(0, "Waiting to start…", PROGRESS_NAME), None,
-                None, True, True, True)
+        return (token, False, started(services.studio.job(identity, token), PROGRESS_NAME),
+                None, None, True, True, True)
 
     @app.callback(Output(ids.ST_SYN_PROGRESS, "children", allow_duplicate=True),
                   Output(ids.ST_SYN_RESULTS, "children", allow_duplicate=True),

@@ -14,10 +14,29 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from dp_engine.release.metrics import TableMetrics
 from dp_engine.release.techniques import ColumnChoice, record_epsilon
 
 MAX_TRIES = 12
+
+
+@dataclass(frozen=True)
+class Check:
+    """One tolerance against one copy: the value, the limit, whether it is met, and the
+    column (or pair of columns) that sets the value (None for a mean over columns)."""
+
+    name: str                    # "Error", "KS distance", ...
+    value: float
+    limit: float
+    unit: str                    # "%" or ""
+    column: str | None
+    minimum: bool = False        # the limit is a floor (Privacy Match), not a ceiling
+
+    @property
+    def met(self) -> bool:
+        return self.value >= self.limit if self.minimum else self.value <= self.limit
 
 
 @dataclass(frozen=True)
@@ -45,6 +64,27 @@ class Tolerances:
                 out.append(f"{label} {value:.3g}{unit} > {limit:g}{unit}")
         return out
 
+    def checks(self, m: TableMetrics) -> list[Check]:
+        """Every tolerance that is set and measurable on ``m``, with the column that sets
+        its value (the worst one; for a mean over columns, the column furthest off)."""
+        out = []
+        specs = (("Error", self.max_privacy_error, "privacy_error", "%", False, True),
+                 ("KS distance", self.max_ks, "ks", "", False, False),
+                 ("category share distance", self.max_total_variation, "total_variation", "",
+                  False, False),
+                 ("Privacy Match", self.min_privacy_match, "privacy_match", "%", True, True))
+        for name, limit, metric, unit, minimum, mean in specs:
+            if limit is None:
+                continue
+            value = m.overall(metric) if mean else _largest(m, metric)
+            if math.isfinite(value):
+                out.append(Check(name, value, limit, unit, _worst(m, metric, low=minimum),
+                                 minimum))
+        if self.max_corr_diff is not None and math.isfinite(m.corr_max_diff):
+            out.insert(2, Check("correlation difference", m.corr_max_diff,
+                                self.max_corr_diff, "", _worst_pair(m)))
+        return out
+
     def privacy_failure(self, m: TableMetrics) -> str | None:
         value = m.overall("privacy_match")
         if self.min_privacy_match is not None and math.isfinite(value) \
@@ -57,6 +97,25 @@ def _largest(m: TableMetrics, name: str) -> float:
     vals = [getattr(c, name) for c in m.columns.values()]
     vals = [v for v in vals if math.isfinite(v)]
     return max(vals) if vals else math.nan
+
+
+def _worst(m: TableMetrics, name: str, *, low: bool = False) -> str | None:
+    """The column whose ``name`` is largest (smallest with ``low``), None if none has it."""
+    vals = [(getattr(c, name), n) for n, c in m.columns.items()
+            if math.isfinite(getattr(c, name))]
+    if not vals:
+        return None
+    return (min(vals) if low else max(vals))[1]
+
+
+def _worst_pair(m: TableMetrics) -> str | None:
+    """"A × B": the pair of columns whose correlation moved most."""
+    d = np.abs(m.corr_dp - m.corr_original)
+    if d.size == 0:
+        return None
+    d = np.where(np.isfinite(d) & ~np.eye(d.shape[0], dtype=bool), d, -1.0)
+    i, j = np.unravel_index(int(np.argmax(d)), d.shape)
+    return None if d[i, j] < 0 else f"{m.corr_names[i]} × {m.corr_names[j]}"
 
 
 @dataclass(frozen=True)

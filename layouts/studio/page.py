@@ -22,12 +22,13 @@ from layouts import ids
 from layouts.components.figures import fmt
 from layouts.components.graph_config import GRAPH_CONFIG
 from layouts.studio import figures as figs
+from services.data.review import readable
 
 DEFAULT_EPSILON = 1.0
 OWNER_ONLY = ("Per-record copies are the data owner's only: they are local, not central, "
               "differential privacy. You may ask for the synthetic copy below (central DP, "
               "charged to your role's budget).")
-POLL_MS = 700
+POLL_MS = 400
 METRICS = (("privacy_match", "Privacy Match %"), ("digimatch", "DigiMatch %"),
            ("privacy_error", "Error %"), ("mean_original", "mean (original)"),
            ("mean_dp", "mean (DP)"), ("std_original", "sd (original)"), ("std_dp", "sd (DP)"),
@@ -91,10 +92,11 @@ def poll(cid: str) -> dcc.Interval:
 
 
 def _public(spec: ColumnSpec) -> str:
-    """The column's public metadata as text: bounds and/or categories."""
+    """The column's public metadata as text: bounds and/or categories. Bounds are written as
+    people write them (a year reads 2017, never 2.02e+03)."""
     parts = []
     if spec.has_bounds:
-        parts.append(f"{fmt(float(spec.lower))} to {fmt(float(spec.upper))}")
+        parts.append(f"{readable(spec.lower)} to {readable(spec.upper)}")
     if spec.categories:
         cats = ", ".join(str(c) for c in spec.categories[:8])
         parts.append(cats + (" …" if len(spec.categories) > 8 else ""))
@@ -179,6 +181,7 @@ def page(datasets: Sequence[tuple[str, str]], first: str, schema: Schema,
             dbc.Button("Report (JSON)", id=ids.ST_DL_JSON, color="secondary", disabled=True),
             dbc.Button("Report (HTML)", id=ids.ST_DL_HTML, color="secondary", disabled=True),
         ], className="d-flex flex-wrap gap-2 my-3"),
+        insist_box(),
         dcc.Download(id=ids.ST_DOWNLOAD),
         dcc.Store(id=ids.ST_LAST),
         poll(ids.ST_POLL),
@@ -189,7 +192,24 @@ def page(datasets: Sequence[tuple[str, str]], first: str, schema: Schema,
     ], id=ids.ST_PAGE)
 
 
+INSIST_LABEL = ("Download anyway: I take this copy although it failed its tolerances "
+                "(recorded in the ledger under my name)")
+
+
+def insist_box() -> html.Div:
+    """The owner's explicit "download anyway" under a failed run (hidden otherwise)."""
+    return html.Div(dbc.Checklist(id=ids.ST_INSIST, value=[], options=[
+        {"label": INSIST_LABEL, "value": "insist"}], className="small"),
+        id=ids.ST_INSIST_BOX, hidden=True, className="mb-2")
+
+
 # ---- results ---------------------------------------------------------------------------------
+
+def verdict_line(said: Mapping[str, Any]) -> dbc.Alert:
+    """The run's one-line verdict: green when it passed, red when it failed."""
+    ok = bool(said.get("ok"))
+    return dbc.Alert(html.Strong(str(said.get("text", ""))), color="success" if ok else "danger",
+                     className=f"py-2 small studio-verdict {'passed' if ok else 'failed'}")
 
 def data_table(model: figs.Table, caption: str) -> dbc.Table:
     header, rows = model
@@ -244,14 +264,17 @@ def run_summary(run_id: str, release_id: int, record_eps: float, kept: Sequence[
             f"Σ ε = {fmt(record_eps)} (local DP, not central DP; outside the role budgets)."]
     if kept:
         text.append(html.Strong(f" Kept as is, NOT private: {', '.join(kept)}."))
-    return dbc.Alert(text, color="success", className="py-2 small")
+    return dbc.Alert(text, color="secondary", className="py-2 small")
 
 
-def results(run_text: dbc.Alert, metrics: Mapping[str, Any], summaries: Mapping[str, Any],
-            model: Mapping[str, Any] | None, model_note: str) -> html.Div:
-    """Metrics table, per-column plots with tables, correlation heatmaps, model check."""
+def results(said: Mapping[str, Any], run_text: dbc.Alert, metrics: Mapping[str, Any],
+            summaries: Mapping[str, Any], model: Mapping[str, Any] | None,
+            model_note: str) -> html.Div:
+    """The verdict, then metrics table, per-column plots with tables, correlation heatmaps,
+    model check."""
     labels = {n: c["label"] for n, c in summaries["columns"].items()}
-    parts = [run_text, html.H2("Metrics", className="h6"), metrics_table(metrics, labels),
+    parts = [verdict_line(said), run_text, html.H2("Metrics", className="h6"),
+             metrics_table(metrics, labels),
              html.P(f"Largest correlation difference: {fmt(metrics.get('corr_max_diff'))}",
                     className="small"), *plots(summaries)]
     if model:

@@ -26,7 +26,7 @@ WORKERS = 2
 FAILED = ("The run failed on the server. Check the ledger for what was charged, then try "
           "again; if it fails again, tell the administrator.")
 UPDATE_EVERY = 0.25
-"""Seconds between two progress writes (the last one is always written)."""
+"""Seconds between two progress writes within one stage (a new stage is always written)."""
 
 Progress = Callable[[float, str], None]
 Work = Callable[[Progress], tuple[dict[str, Any], str | None]]
@@ -35,14 +35,17 @@ _slots = threading.BoundedSemaphore(WORKERS)
 
 
 def _reporter(store: RunStore, user: str, token: str) -> Progress:
-    last = [0.0]
+    """The job's ``progress(fraction, text)``: every new stage (text) is written at once, so
+    a poll sees each one; within a stage, a write at most every ``UPDATE_EVERY`` s. The bar
+    never moves back."""
+    last = {"at": 0.0, "text": None, "fraction": 0.0}
 
     def progress(fraction: float, text: str) -> None:
         now = time.monotonic()
-        if now - last[0] >= UPDATE_EVERY:
-            last[0] = now
-            store.update(user, token, state="running",
-                         progress=max(0.0, min(float(fraction), 0.99)), text=text)
+        fraction = max(last["fraction"], min(float(fraction), 0.99))
+        if text != last["text"] or now - last["at"] >= UPDATE_EVERY:
+            last.update(at=now, text=text, fraction=fraction)
+            store.update(user, token, state="running", progress=fraction, text=text)
 
     return progress
 

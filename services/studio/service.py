@@ -15,6 +15,7 @@ import json
 import tempfile
 import uuid
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +35,7 @@ from dp_engine.release.techniques import (
     Technique,
     check_choices,
     check_data,
+    record_epsilon,
     sensitivity_of,
 )
 from dp_engine.rng import as_generator
@@ -45,7 +47,14 @@ from services.ledger.plan import ReleaseKey, ReleasePlan
 from services.ledger.store import Ledger
 from services.studio import jobs, pgm
 from services.studio.measures import measure, metrics_dict
-from services.studio.outcomes import StudioRun, record_result, run_model, trail_result
+from services.studio.outcomes import (
+    StudioRun,
+    downloadable,
+    record_result,
+    run_model,
+    trail_result,
+    verdict,
+)
 from services.studio.report import dp_csv
 from services.studio.store import RunStore
 from services.studio.synthetic import SyntheticResult, SyntheticStudio
@@ -56,6 +65,8 @@ if TYPE_CHECKING:
 
 MECHANISM = "Studio per-record copy (local DP, not central DP)"
 CHANNEL = "studio"
+INSIST_CHANNEL = "studio-download-anyway"
+"""The ledger's delivery channel of a failed run's files the owner insisted on."""
 
 GUARANTEE = (
     "Per-record copy: each cell is perturbed on its own (local differential privacy). With "
@@ -126,8 +137,15 @@ class StudioService:
         ds = self.registry.get(str(dataset_id), owner=access.is_owner(identity))
         return check_choices(ds.schema, choices) or check_data(ds.frame, choices)
 
-    def run(self, identity, dataset_id: str, choices: Sequence[ColumnChoice]) -> StudioRun:
-        """A per-record copy, charged through the ledger's door (owner only)."""
+    def run(self, identity, dataset_id: str, choices: Sequence[ColumnChoice], *,
+            progress: jobs.Progress | None = None, span: tuple[float, float] = (0.05, 0.8),
+            stage: str = "") -> StudioRun:
+        """A per-record copy, charged through the ledger's door (owner only).
+
+        ``progress(fraction, text)`` hears its two stages (the copy, then its metrics) as
+        fractions within ``span``, each text after ``stage`` (e.g. "Auto-tune try 2: ")."""
+        tell = progress or (lambda _f, _t: None)
+        lo, hi = span
         if not access.is_owner(identity):
             raise DPError("Per-record copies are the data owner's only: they are not central "
                           "differential privacy. Ask for a synthetic copy instead.")
@@ -143,6 +161,8 @@ class StudioService:
         held: dict[str, Any] = {}
 
         def compute(_eps, rng: np.random.Generator) -> Release:
+            tell(lo, f"{stage}making the per-record copy…" if stage
+                 else "Making the per-record copy…")
             copy = per_record_copy(ds.frame, ds.schema, choices, rng=rng)
             held["copy"] = copy
             return Release(statistic="studio per-record copy", value=[],
@@ -152,6 +172,8 @@ class StudioService:
                            params={"kept": list(copy.kept), "rows": len(copy.frame)})
 
         def publish(_plan: ReleasePlan, rel: Release) -> dict[str, Any]:
+            tell(lo + 0.5 * (hi - lo), f"{stage}measuring privacy and utility…"
+                 if stage else "Measuring privacy and utility…")
             held["metrics"] = m = measure(ds.frame, held["copy"].frame, ds.schema, choices)
             return {"kind": "studio-record", "run_id": run_id, "dp": False,
                     "mechanism": MECHANISM, "record_epsilon": float(rel.epsilon),
@@ -176,9 +198,15 @@ class StudioService:
         runs: list[StudioRun] = []
 
         def one(current: list[ColumnChoice]) -> TableMetrics:
-            if progress is not None:
-                progress(min(0.75, 0.1 + 0.15 * len(runs)), f"Auto-tune: try {len(runs) + 1}…")
-            runs.append(self.run(identity, dataset_id, current))
+            # each try's share of the bar is its share of the auto-tune budget (a tune
+            # ends when the budget cannot pay the next try)
+            spent = sum(r.record_epsilon for r in runs)
+            cost = record_epsilon(current)
+            span = (0.05 + 0.75 * min(1.0, spent / budget),
+                    0.05 + 0.75 * min(1.0, (spent + cost) / budget))
+            runs.append(self.run(identity, dataset_id, current, progress=progress, span=span,
+                                 stage=f"Auto-tune try {len(runs) + 1} (ε {cost:.3g} of the "
+                                       f"{budget:g} budget): "))
             return runs[-1].metrics
 
         result = auto_tune(list(choices), one, tolerances, budget, factor=factor)
@@ -201,19 +229,22 @@ class StudioService:
         def work(progress: jobs.Progress) -> tuple[dict[str, Any], str | None]:
             trail = None
             if tune is None:
-                progress(0.1, "Making the per-record copy…")
-                run: StudioRun | None = self.run(identity, dataset_id, choices)
+                run: StudioRun | None = self.run(identity, dataset_id, choices,
+                                                 progress=progress)
             else:
                 result, runs = self.auto_tune(identity, dataset_id, choices, *tune,
                                               progress=progress)
-                trail = trail_result(result)
+                labels = {c.name: c.display for c in
+                          self.registry.get(str(dataset_id)).schema.columns}
+                trail = trail_result(result, tune[0], labels)
                 run = (runs[result.chosen if result.chosen is not None else -1]
                        if runs else None)
             if run is None:
-                return {"kind": "record", "run_id": None, "trail": trail}, None
-            progress(0.8, "Model check and figures…")
+                return {"kind": "record", "run_id": None, "trail": trail,
+                        "verdict": verdict(trail, None)}, None
             frame = self.registry.get(run.dataset_id).frame
-            return record_result(run, frame, target, trail), dp_csv(run.copy.frame)
+            return (record_result(run, frame, target, trail, progress=progress),
+                    dp_csv(run.copy.frame))
 
         return jobs.submit(self.store, identity.user, "record", work)
 
@@ -269,6 +300,27 @@ class StudioService:
                 **comparison(r.schema, part["metrics"] or {"columns": {}},
                              run.answer["metrics"], {"synthetic": model, "record": rec_model})}
         return part
+
+    def insist(self, identity, token: object) -> dict[str, Any]:
+        """The owner insists on the files of a finished run whose verdict failed: recorded
+        on the run (who, when) and in the ledger as a delivery of the run's release (channel
+        ``studio-download-anyway``); returns the updated record. A DPError otherwise."""
+        if not access.is_owner(identity):
+            raise DPError("Only the data owner may download a per-record copy.")
+        record = self.job(identity, token)
+        result = (record or {}).get("result") or {}
+        if record is None or record.get("state") != "done" or not result.get("run_id"):
+            raise DPError("There is no finished copy to download; run it first.")
+        if downloadable(result):
+            return record
+        self.ledger.log_delivery(int(result["release_id"]), user=identity.user,
+                                 role=identity.role, channel=INSIST_CHANNEL)
+        insisted = {"user": identity.user,
+                    "at": datetime.now(UTC).isoformat(timespec="seconds")}
+        result = {**result, "insisted": insisted,
+                  "report": {**result.get("report", {}), "downloaded_anyway": insisted}}
+        self.store.update(identity.user, str(token), result=result)
+        return {**record, "result": result}
 
     def job(self, identity, token: object) -> dict[str, Any] | None:
         """The state of ``identity``'s job ``token`` (None for anyone else's or unknown)."""

@@ -62,7 +62,7 @@ class RunStore:
         """A queued record of ``kind``; returns its token. Prunes the user's older records."""
         token = secrets.token_hex(16)
         self._put(user, token, {"kind": kind, "state": "queued", "progress": 0.0,
-                                "text": "Waiting to start…"})
+                                "text": "Queued: waiting for a free worker…"})
         self._prune(user)
         return token
 

@@ -57,3 +57,26 @@ def test_stops_when_privacy_tolerance_fails():
 def test_bad_budget_refused():
     with pytest.raises(ValueError):
         auto_tune(CHOICES, _fake_run([]), Tolerances(), budget=0)
+
+
+def test_checks_name_the_column_behind_each_tolerance():
+    import numpy as np
+
+    m = TableMetrics({"age": ColumnMetrics("age", "numeric", privacy_error=150.0, ks=0.4,
+                                           privacy_match=99.0),
+                      "psa": ColumnMetrics("psa", "numeric", privacy_error=10.0, ks=0.1,
+                                           privacy_match=60.0)},
+                     corr_names=("age", "psa"), corr_original=np.array([[1, .5], [.5, 1]]),
+                     corr_dp=np.array([[1, .1], [.1, 1]]))
+    tol = Tolerances(max_privacy_error=20, max_ks=0.5, max_corr_diff=0.2,
+                     min_privacy_match=90)
+    got = {c.name: c for c in tol.checks(m)}
+    assert list(got) == ["Error", "KS distance", "correlation difference", "Privacy Match"]
+    assert got["Error"].value == pytest.approx(80) and not got["Error"].met
+    assert got["Error"].column == "age"                  # the column furthest off
+    assert got["KS distance"].met and got["KS distance"].column == "age"
+    assert got["correlation difference"].column == "age × psa"
+    assert got["correlation difference"].value == pytest.approx(0.4)
+    match = got["Privacy Match"]                         # a floor: the lowest column
+    assert match.minimum and match.column == "psa" and not match.met
+    assert len([c for c in got.values() if not c.met]) == len(tol.utility_failures(m)) + 1
