@@ -2,12 +2,12 @@
 
 Every project module is parsed (``ast``, nothing is imported) and its imports are held to its
 layer: the web layer (``layouts/``, ``callbacks/``, ``app.py``) reaches data through the
-services only, never through a SQL driver; the application core (``services/``,
-``dp_engine/``) never imports a web framework or the web layer; the engine (``dp_engine/``)
-imports only numpy, pandas, scipy and the standard library. Module-level imports between
-project modules form no circle (imports under ``if TYPE_CHECKING:`` run never and do not
-count; imports inside functions are checked for their layer, not for circles).
-"""
+services only, never through a SQL driver; the application core (``services/``, ``dp_engine/``)
+never imports a web framework or the web layer; the engine (``dp_engine/``) imports only numpy,
+pandas, scipy and the standard library; nothing outside the ledger reads its tables (publishing
+and the studio ask ``services.session`` or the ledger's methods). Module-level imports between
+project modules form no circle (imports under ``if TYPE_CHECKING:`` run never and do not count;
+imports inside functions are checked for their layer, not for circles)."""
 
 from __future__ import annotations
 
@@ -28,6 +28,12 @@ WEB_FRAMEWORKS = {"dash", "dash_bootstrap_components", "plotly", "flask", "flask
 CORE_ALLOWED = {"werkzeug.security"}
 """Password hashing (``services/identity/users.py``): a library function, not the web."""
 ENGINE_ALLOWED = {"numpy", "pandas", "scipy", "dp_engine"}
+LEDGER_INSIDE = ("services.ledger.models", "services.ledger.door", "services.ledger.sql",
+                 "services.ledger.chain")
+"""The ledger's tables and its door's internals: outside ``services/ledger/`` only the
+schema check (``services.ops.preflight``) and the door's request type (``Ask``) are used."""
+LEDGER_ALLOWED = {("services.ops.preflight", "services.ledger.models"),
+                  ("services.views.releases", "services.ledger.door")}
 ENTRY_POINTS = {("services.cli", "app")}
 """The command line's ``serve`` starts the web app: it imports ``app`` inside that command
 only (the user commands never load the web layer)."""
@@ -109,6 +115,10 @@ def _layer_breaches(modules: dict[str, list[Import]]) -> list[str]:
             if layer in CORE and root in WEB and not (
                     (name, imp.module) in ENTRY_POINTS and not imp.top_level):
                 found.append(f"{where} (the core never imports the web layer)")
+            if not name.startswith("services.ledger") and imp.module in LEDGER_INSIDE \
+                    and (name, imp.module) not in LEDGER_ALLOWED:
+                found.append(f"{where} (ask the session or the ledger's methods, not its "
+                             "tables)")
             if layer == "dp_engine" and root not in ENGINE_ALLOWED \
                     and root not in sys.stdlib_module_names:
                 found.append(f"{where} (the engine is numpy, pandas, scipy and stdlib)")
@@ -194,6 +204,7 @@ def test_the_checks_see_every_kind_of_breach(tmp_path):
         "dp_engine/y.py": "from dp_engine.x import f\n",
         "dp_engine/z.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
                           "    from dp_engine.x import f\n",
+        "services/publish/x.py": "from services.ledger.models import releases\n",
         "app.py": "",
     }
     for rel, text in files.items():
@@ -205,6 +216,7 @@ def test_the_checks_see_every_kind_of_breach(tmp_path):
     assert "callbacks.page:1 imports sqlalchemy" in breaches
     assert "services.thing:2 imports dash" in breaches
     assert "dp_engine.x:2 imports requests" in breaches
+    assert "services.publish.x:1 imports services.ledger.models" in breaches
     assert _circles(_graph(imports, set(mods))) == [["dp_engine.x", "dp_engine.y"]]
 
 
