@@ -148,7 +148,7 @@ class Session:
         """The differentially private releases among ``release_ids`` that ``paid_by`` paid for
         (a published page's figures), in order, their deliveries logged in one transaction."""
         return self.ledger.deliver(release_ids, user=self.identity.user, role=self.role,
-                                   channel=channel, paid_by=paid_by, dp_only=True)
+                                   channel=channel, paid_by=paid_by, only_dp=True)
 
     def export(self, release_id: Any, kind: str) -> tuple[str, str, str] | None:
         """(file name, body, media type) of the role's stored release as CSV or a JSON

@@ -201,9 +201,9 @@ class Ledger:
 
     def deliver(self, release_ids: Sequence[int], *, user: str, role: Role, channel: str,
                 paid_by: Role | None = None, dataset_id: str | None = None,
-                dp_only: bool = False) -> list[StoredRelease]:
+                only_dp: bool = False) -> list[StoredRelease]:
         """The served releases among ``release_ids`` (paid by ``paid_by`` and on
-        ``dataset_id`` when given; differentially private ones only with ``dp_only``), in the
+        ``dataset_id`` when given; differentially private ones only with ``only_dp``), in the
         order asked, each delivery to ``user`` logged in the same transaction (one for all);
         the others are left out and nothing is logged for them."""
         ids = [int(i) for i in release_ids]
@@ -216,7 +216,7 @@ class Ledger:
             found = [rows[i] for i in ids if i in rows and (
                 (paid_by is None or rows[i]["role"] == Role(paid_by).value)
                 and (dataset_id is None or rows[i]["dataset_id"] == dataset_id)
-                and (not dp_only or bool(rows[i]["dp"])))]
+                and (not only_dp or bool(rows[i]["dp"])))]
             for row in found:
                 door.deliver(conn, int(row["id"]), str(user), Role(role), channel, at)
         return [door.to_release(row) for row in found]
