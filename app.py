@@ -24,13 +24,14 @@ from callbacks import login as login_routes
 from callbacks import publish as publish_callbacks
 from callbacks import shell as shell_callbacks
 from callbacks import studio as studio_callbacks
+from callbacks.server.auth import IdentityService, init_auth, user_role
+from callbacks.server.dash_setup import finish_dash_setup
+from callbacks.server.health import install_health
 from layouts.components import shell
 from services.config import AppConfig
 from services.container import Services, build_services
-from services.identity.session import FAVICON_ENDPOINT, assert_bind_allowed, init_auth
+from services.identity.session import FAVICON_ENDPOINT, assert_bind_allowed
 from services.ops import logs, preflight
-from services.ops.dash_setup import finish_dash_setup
-from services.ops.health import install_health
 
 ROOT = Path(__file__).resolve().parent
 log = logging.getLogger(__name__)
@@ -61,7 +62,7 @@ def create_app(config: AppConfig | Mapping[str, Any] | None = None, *,
                seed: int | None = None) -> Dash:
     """A new app. ``config``: AppConfig, a mapping of overrides, or None (environment)."""
     cfg = AppConfig.coerce(config)
-    services = build_services(cfg, seed=seed)
+    services = build_services(cfg, identity=IdentityService(), user_role=user_role, seed=seed)
     app = Dash(
         __name__,
         title=shell.PRODUCT,
@@ -84,7 +85,7 @@ def create_app(config: AppConfig | Mapping[str, Any] | None = None, *,
     install_favicon(app.server)
     install_compression(app.server)
     install_error_handlers(app.server)
-    install_health(app.server, services.ledger.db.engine)
+    install_health(app.server, lambda: preflight.health(services.ledger.db.engine))
     app.server.extensions["cohort"] = services
     register_callbacks(app, services)
     finish_dash_setup(app)  # before any request: threads must not race Dash's lazy set-up

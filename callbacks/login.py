@@ -14,19 +14,16 @@ from urllib.parse import urlsplit
 import flask
 from flask import redirect, request, session
 
-from layouts.login.page import login_page
-from services.identity.session import (
-    LOGIN_ENDPOINT,
-    LOGOUT_ENDPOINT,
+from callbacks.server.auth import (
     AuthState,
     auth_state,
     cookie_secure,
     end_session,
-    host_name,
-    is_loopback,
     logout_token,
     start_session,
 )
+from layouts.login.page import login_page
+from services.identity.session import LOGIN_ENDPOINT, LOGOUT_ENDPOINT, host_name, is_loopback
 
 PLAIN_HTTP_NOTICE = ("This address is served over plain HTTP, so your browser will not keep "
                      "the sign-in cookie. Open the dashboard's https:// address instead.")

@@ -18,10 +18,10 @@ from dash import Input, Output, State
 
 from callbacks import anonymize, data, explore, ledger, publish, studio
 from callbacks.guard import Page, allowed, open_page
+from callbacks.server.auth import logout_token
 from layouts import ids
 from layouts.components import shell
 from services.container import Services
-from services.identity.session import logout_token
 
 PAGES: tuple[Page, ...] = (explore.PAGE, data.PAGE, ledger.PAGE, anonymize.PAGE, publish.PAGE,
                            studio.PAGE)

@@ -6,6 +6,7 @@ can be tested with a stand-in holding just what it uses, and a service can chang
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -13,7 +14,7 @@ from services.config import AppConfig
 from services.data.registry import DatasetRegistry
 from services.data.sources.options import large_dataset_options
 from services.identity.roles import Role
-from services.identity.session import Identity, auth_state, current_identity
+from services.identity.session import Identity
 from services.ledger.policy import BudgetPolicy
 from services.ledger.store import Ledger
 from services.publish.service import PublishService
@@ -41,13 +42,6 @@ class Services(Protocol):
     studio: StudioService
 
 
-class IdentityService:
-    """What callbacks hold as ``services.identity``: the identity of the server session."""
-
-    def current(self) -> Identity:
-        return current_identity()
-
-
 @dataclass
 class AppServices:
     """The services of one app (satisfies ``Services``)."""
@@ -61,13 +55,6 @@ class AppServices:
     studio: StudioService
 
 
-def user_role(name: str) -> Role | None:
-    """The role of a configured user (users mode), else None: a page's named audience."""
-    state = auth_state()
-    record = state.store.get(name) if state is not None and state.store is not None else None
-    return None if record is None else record.role
-
-
 def budget_policy(config: AppConfig) -> BudgetPolicy:
     """The ledger's policy from ``COHORT_BUDGETS`` (role limits, ``per_user``,
     ``dataset_cap``) and ``COHORT_BUDGET_RENEWAL_DAYS``."""
@@ -75,8 +62,12 @@ def budget_policy(config: AppConfig) -> BudgetPolicy:
     return BudgetPolicy.from_mapping({**dict(config.budgets), **renewal})
 
 
-def build_services(config: AppConfig, *, seed: int | None = None) -> AppServices:
-    """The services of one app. ``seed`` makes noise reproducible (tests only)."""
+def build_services(config: AppConfig, *, identity: IdentitySource,
+                   user_role: Callable[[str], Role | None] = lambda _name: None,
+                   seed: int | None = None) -> AppServices:
+    """The services of one app. ``identity``: who is asking (the web layer reads it from the
+    server session); ``user_role``: a configured user's role (a page's named audience);
+    ``seed`` makes noise reproducible (tests only)."""
     config.data_dir.mkdir(parents=True, exist_ok=True)
     registry = DatasetRegistry(config.data_dir / "datasets",
                                max_upload_bytes=config.max_upload_bytes,
@@ -90,4 +81,4 @@ def build_services(config: AppConfig, *, seed: int | None = None) -> AppServices
                              user_role=user_role)
     studio = StudioService(registry, ledger, rng_factory=new_rng_factory(seed),
                            runs_dir=config.data_dir / "studio-runs")
-    return AppServices(config, registry, ledger, releases, IdentityService(), publish, studio)
+    return AppServices(config, registry, ledger, releases, identity, publish, studio)

@@ -1,14 +1,14 @@
 """One caller's session: every question a page asks of the privacy ledger, in few transactions.
 
-A ``Session`` is the caller (its identity comes from the server session, never from a
-request) facing the app's services: it plans a request, reads everything a screen shows in
-one transaction (``look``: each request's price or stored answer, the preset prices, the
-role's own releases, its budget, the public calibration a preview is simulated from), spends
-through the ledger's one door (``serve``: several answers all or nothing; ``price``: a
-grouping's DP sizes), reopens and exports stored releases (the delivery logged in the same
-transaction as the read), and says where the role stands (``status``). Pages, publishing and
-the studio ask it; they never read the ledger's tables themselves. The door stays the only
-writer of releases and charges.
+A ``Session`` is the caller (its identity comes from the server session, never from a request)
+facing the app's services: it plans a request, reads everything a screen shows in one
+transaction (``look``: each request's price or stored answer, the preset prices, the role's own
+releases, its budget, the public calibration a preview is simulated from), spends through the
+ledger's one door (``serve``: several answers all or nothing; ``price``: a grouping's DP
+sizes), reopens and exports stored releases (the delivery logged in the same transaction as the
+read; ``open_stored``: a published page's figures), and says where the role stands
+(``status``). Pages, publishing and the studio ask it; they never read the ledger's tables
+themselves. The door stays the only writer of releases and charges.
 
 Transactions per Explore screen: a preview reads once; a screen of answers the role already
 has reads once and logs its deliveries once; a fresh release reads once and goes through the
@@ -108,6 +108,10 @@ class Session:
         return ScreenRead(list(reqs), plans, list(seen.quotes[:len(plans)]), preset_quotes,
                           seen.status, dict(seen.internals), list(seen.mine))
 
+    def stored(self, ds, req: ViewRequest) -> StoredRelease | None:
+        """The role's stored answer to ``req`` (read only: no delivery is logged)."""
+        return self.ledger.lookup(self.plan(ds, req).key)
+
     def status(self, dataset_id: str) -> AccountStatus:
         """Role spent / limit, this user's spend / limit, dataset loss / cap (one read)."""
         return self.ledger.status(role=self.role, dataset_id=dataset_id,
@@ -138,6 +142,13 @@ class Session:
             return None
         return self.ledger.deliver_own(int(text), user=self.identity.user, role=self.role,
                                        channel=channel, dataset_id=dataset_id)
+
+    def open_stored(self, release_ids: list[int], *, paid_by: Role,
+                    channel: str) -> list[StoredRelease]:
+        """The differentially private releases among ``release_ids`` that ``paid_by`` paid for
+        (a published page's figures), in order, their deliveries logged in one transaction."""
+        return self.ledger.deliver(release_ids, user=self.identity.user, role=self.role,
+                                   channel=channel, paid_by=paid_by, only_dp=True)
 
     def export(self, release_id: Any, kind: str) -> tuple[str, str, str] | None:
         """(file name, body, media type) of the role's stored release as CSV or a JSON

@@ -63,6 +63,7 @@ from dp_engine.sound.plan import (
 )
 from dp_engine.sound.release import Release
 from dp_engine.sound.releases import release_counts, release_moments, release_quantiles
+from dp_engine.sound.statistic import Statistic
 from dp_engine.sound.statistics import (
     count,
     grouped_histogram,
@@ -87,6 +88,7 @@ __all__ = [
     "CALIBRATION_PILOT_EPSILON",
     "CALIBRATION_SIZE_EPSILON",
     "DEFAULT_CEILINGS",
+    "Statistic",
     "PILOT_EPSILON",
     "WITHHELD_REASON",
     "CandidateCounts",

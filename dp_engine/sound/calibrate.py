@@ -30,13 +30,14 @@ from dp_engine.bands import NOISE_LABELS, band
 from dp_engine.errors import DataTypeError, InvalidEpsilonError, UnknownQueryError
 from dp_engine.sound.accuracy import dlap_abs_mean, mean_error, variance_error
 from dp_engine.sound.releases import candidates_for, uniform_quantile_error
+from dp_engine.sound.statistic import Statistic
 from dp_engine.sound.statistics import DEFAULT_CANDIDATES, moment_scales
 from dp_engine.sound.validation import check_bounds, check_qs
 
 # One ε per view, against the column's range: the accuracy map the current Explore page uses.
 # The per-group calibration with the one definition of relative error is ``plan``.
 
-STATISTICS = ("count", "histogram", "mean", "variance", "quantiles")
+STATISTICS = tuple(Statistic)
 DEFAULT_GRID = np.geomspace(1e-3, 10.0, 400)
 
 
@@ -81,30 +82,27 @@ def expected_relative_error(
     n_candidates: int | None = None,
 ) -> float:
     """Expected relative error in percent of ``statistic`` released at ε (public inputs)."""
+    statistic = Statistic.of(statistic)
     per_group = max(float(n) / n_groups, 1.0)
-    if statistic == "count":
+    if statistic is Statistic.COUNT:
         return 100.0 * dlap_abs_mean(1.0 / epsilon) / per_group
-    if statistic == "histogram":
+    if statistic is Statistic.HISTOGRAM:
         return 100.0 * dlap_abs_mean(1.0 / epsilon) / (per_group / n_bins(bins))
     lo, hi = check_bounds(lower, upper)
     width = hi - lo
-    if statistic == "mean":
+    if statistic is Statistic.MEAN:
         scales, grid = moment_scales(lo, hi, epsilon, squares=False)
         err = mean_error(width, scales["sum"], grid["sum"], scales["count"], per_group)
         return 100.0 * float(err) / width
-    if statistic == "variance":
+    if statistic is Statistic.VARIANCE:
         scales, grid = moment_scales(lo, hi, epsilon, squares=True)
         return 100.0 * float(variance_error(width, scales, grid, per_group)) / (width / 2) ** 2
-    if statistic == "quantiles":
-        # the label of the default (noisy CDF) release under evenly spread values
-        levels = sorted(check_qs(qs))
-        c = DEFAULT_CANDIDATES if n_candidates is None else int(n_candidates)
-        grid = candidates_for([per_group], c)   # the release's default grid (ε-free)
-        errs = uniform_quantile_error(width, [per_group], [epsilon], levels, 1, grid)
-        return 100.0 * float(np.mean(errs)) / width
-    raise UnknownQueryError(
-        f"Unknown statistic {statistic!r}: choose one of {', '.join(STATISTICS)}."
-    )
+    # quantiles: the label of the default (noisy CDF) release under evenly spread values
+    levels = sorted(check_qs(qs))
+    c = DEFAULT_CANDIDATES if n_candidates is None else int(n_candidates)
+    grid = candidates_for([per_group], c)   # the release's default grid (ε-free)
+    errs = uniform_quantile_error(width, [per_group], [epsilon], levels, 1, grid)
+    return 100.0 * float(np.mean(errs)) / width
 
 
 def _grid(epsilon_grid: Any) -> np.ndarray:
@@ -133,10 +131,7 @@ def calibrate(
     evaluations; never returns 0 or hangs.
     """
     low, high = band(noise_factor)
-    if statistic not in STATISTICS:
-        raise UnknownQueryError(
-            f"Unknown statistic {statistic!r}: choose one of {', '.join(STATISTICS)}."
-        )
+    statistic = Statistic.of(statistic)
     try:
         n_value = float(n)
     except (TypeError, ValueError):

@@ -38,7 +38,6 @@ import numpy as np
 from scipy import special
 
 from dp_engine.bands import band as band_of
-from dp_engine.errors import UnknownQueryError
 from dp_engine.rng import RngLike
 from dp_engine.sound.aggregates import CellCounts
 from dp_engine.sound.calibrate import n_bins
@@ -55,8 +54,9 @@ from dp_engine.sound.releases import (
     same_edges,
 )
 from dp_engine.sound.spread import band_levels, error_scale, relative
+from dp_engine.sound.statistic import Statistic
 
-STATISTICS = ("count", "histogram", "mean", "variance", "quantiles")
+STATISTICS = tuple(Statistic)
 DEFAULT_CEILINGS: Mapping[int, float] = {0: 8.0, 1: 2.0, 2: 2.0}
 """ε ceiling per view for noise factor 0 (owner), 1 (collaborator), 2 (third party)."""
 LOW_BAND_TARGET = 0.7
@@ -164,13 +164,14 @@ def error_curves(statistic: str, eps: np.ndarray, scales: GroupScales, *, bins: 
                  qs: Sequence[float] = BOX_QS, contribution: int = 1, method: str = "cdf",
                  n_candidates: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(E absolute, E relative %, M relative %) at ε, shape (groups, K) for eps (groups, K)."""
+    statistic = Statistic.of(statistic)
     eps = np.asarray(eps, dtype=float)
     n = np.maximum(scales.n_hat, 1.0)[:, None]
     k = float(contribution)
-    if statistic in ("count", "histogram"):
-        cells = 1 if statistic == "count" else n_bins(bins)
+    if statistic.counts:
+        cells = 1 if statistic is Statistic.COUNT else n_bins(bins)
         t = k / eps
-        if statistic == "histogram" and same_edges(scales, bins, cells):
+        if statistic is Statistic.HISTOGRAM and same_edges(scales, bins, cells):
             expected = scales.n_hat[:, None] * scales.shape          # public cell counts
             e_abs = count_cell_error(t[:, :, None], expected[:, None, :]).mean(axis=2)
         else:
@@ -180,33 +181,29 @@ def error_curves(statistic: str, eps: np.ndarray, scales: GroupScales, *, bins: 
         scale = n / cells
         return e_abs, 100.0 * e_abs / scale, 100.0 * ratio * e_abs / scale
     lower, upper = scales.lower, scales.upper
-    if statistic in ("mean", "variance"):
+    if statistic.moments:
         mean_p, var_p = scales.mean()[:, None], scales.variance()[:, None]
         sc, _, _ = moment_noise(lower, upper, eps, statistic, contribution)
         e_abs = moment_error(statistic, sc, lower, upper, mean_p, var_p, n)
         m_abs = moment_error(statistic, sc, lower, upper, mean_p, var_p, n, 0.5)
         target = error_scale(statistic, scales)[:, None]
         return e_abs, relative(e_abs, target), relative(m_abs, target)
-    if statistic == "quantiles":
-        spread = error_scale(statistic, scales)
-        box = band_levels(qs)
-        err, rel, med = [], [], []
-        for j in range(eps.shape[1]):         # the grid follows n̂_g·ε unless it is fixed
-            c = candidates_for(scales.n_hat, FINE_CANDIDATES, method, eps[:, j]) \
-                if n_candidates is None else n_candidates
-            e, r, m = expected_quantile_error(scales, eps[:, j], qs, contribution, method, c,
-                                              runs=QUANTILE_RUNS)
-            e_rel = relative(e[..., box].mean(axis=-1), spread)
-            # the model's median/mean ratio does not depend on the scale it is stated against
-            with np.errstate(divide="ignore", invalid="ignore"):
-                ratio = np.where(r > 0, m / np.where(r > 0, r, 1.0), 1.0)
-            err.append(e[..., box].mean(axis=-1))
-            rel.append(e_rel)
-            med.append(e_rel * ratio)
-        return np.stack(err, axis=1), np.stack(rel, axis=1), np.stack(med, axis=1)
-    raise UnknownQueryError(
-        f"Unknown statistic {statistic!r}: choose one of {', '.join(STATISTICS)}."
-    )
+    spread = error_scale(statistic, scales)      # quantiles
+    box = band_levels(qs)
+    err, rel, med = [], [], []
+    for j in range(eps.shape[1]):         # the grid follows n̂_g·ε unless it is fixed
+        c = candidates_for(scales.n_hat, FINE_CANDIDATES, method, eps[:, j]) \
+            if n_candidates is None else n_candidates
+        e, r, m = expected_quantile_error(scales, eps[:, j], qs, contribution, method, c,
+                                          runs=QUANTILE_RUNS)
+        e_rel = relative(e[..., box].mean(axis=-1), spread)
+        # the model's median/mean ratio does not depend on the scale it is stated against
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(r > 0, m / np.where(r > 0, r, 1.0), 1.0)
+        err.append(e[..., box].mean(axis=-1))
+        rel.append(e_rel)
+        med.append(e_rel * ratio)
+    return np.stack(err, axis=1), np.stack(rel, axis=1), np.stack(med, axis=1)
 
 
 # ---------------------------------------------------------------- planning
@@ -245,17 +242,14 @@ def plan_groups(statistic: str, noise_factor: int, scales: GroupScales, *,
     grid, which the release must use (``release_quantiles(..., n_candidates=...)``); pass
     ``n_candidates`` to plan on fixed grids (``plan_tiers`` does, for nested tiers).
     """
-    if statistic not in STATISTICS:
-        raise UnknownQueryError(
-            f"Unknown statistic {statistic!r}: choose one of {', '.join(STATISTICS)}."
-        )
+    statistic = Statistic.of(statistic)
     lo, hi = band_of(noise_factor)
     cap = float(DEFAULT_CEILINGS[int(noise_factor)] if ceiling is None else ceiling)
     g = scales.groups
     c = n_candidates
-    points = QUANTILE_GRID_POINTS if statistic == "quantiles" else GRID_POINTS
-    grid = np.geomspace(EPS_FLOOR if statistic != "quantiles" else QUANTILE_EPS_FLOOR, cap,
-                        points)
+    quantiles = statistic is Statistic.QUANTILES
+    points = QUANTILE_GRID_POINTS if quantiles else GRID_POINTS
+    grid = np.geomspace(QUANTILE_EPS_FLOOR if quantiles else EPS_FLOOR, cap, points)
     eps_grid = np.broadcast_to(grid, (g, points)).copy()
     kwargs = dict(bins=bins, qs=qs, contribution=contribution, method=method, n_candidates=c)
     _, e_rel, m_rel = error_curves(statistic, eps_grid, scales, **kwargs)
@@ -275,7 +269,7 @@ def plan_groups(statistic: str, noise_factor: int, scales: GroupScales, *,
     at = np.where(np.isfinite(eps), eps, cap)
     fixed_grid = c is not None
     for _ in range(POLISH_STEPS):     # the curves interpolate: check the chosen ε, nudge it
-        if statistic == "quantiles" and not fixed_grid:
+        if quantiles and not fixed_grid:
             c = candidates_for(scales.n_hat, FINE_CANDIDATES, method, at)
             kwargs["n_candidates"] = c
         e_abs, e_rel_at, m_rel_at = error_curves(statistic, at[:, None], scales, **kwargs)
@@ -287,7 +281,7 @@ def plan_groups(statistic: str, noise_factor: int, scales: GroupScales, *,
         at = np.maximum(at, np.minimum(floor, cap))
         eps = np.where(np.isfinite(eps), at, eps)
     e_at = e_rel_at[:, 0]
-    if statistic == "quantiles":    # data-free error on the grid the release will use
+    if quantiles:    # data-free error on the grid the release will use
         free = error_curves(statistic, np.full((g, 1), grid[0]), scales, **kwargs)[1][:, 0]
         informative = np.minimum(informative, INFORMATIVE * free)
     # never withheld for being too accurate: the polish above lowers ε (adds noise) towards
@@ -309,7 +303,7 @@ def plan_tiers(statistic: str, scales: GroupScales, *,
     """
     caps = dict(DEFAULT_CEILINGS if ceilings is None else ceilings)
     plans = {t: plan_groups(statistic, t, scales, ceiling=caps[t], **kwargs) for t in (0, 1, 2)}
-    if statistic == "quantiles" and kwargs.get("n_candidates") is None:
+    if Statistic.of(statistic) is Statistic.QUANTILES and kwargs.get("n_candidates") is None:
         mat = TierPlan(plans).materialize
         grid = candidates_for(scales.n_hat, FINE_CANDIDATES, kwargs.get("method", "cdf"),
                               np.where(np.isfinite(mat), mat, caps[0]))

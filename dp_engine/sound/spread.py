@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from dp_engine.sound.pilot import GroupScales
+from dp_engine.sound.statistic import Statistic
 
 SPREAD_LEVELS = (0.05, 0.95)
 """The box plot's whiskers: its spread is the distance between these two levels."""
@@ -49,18 +50,17 @@ SCALE_WORDS = {
 
 def error_scale(statistic: str, public: GroupScales, *, cells: int = 1) -> np.ndarray:
     """(groups,) the public scale relative errors of ``statistic`` are measured against."""
-    if statistic == "count":
+    statistic = Statistic.of(statistic)
+    if statistic is Statistic.COUNT:
         return np.asarray(public.n_hat, dtype=float)
-    if statistic == "histogram":
+    if statistic is Statistic.HISTOGRAM:
         return np.asarray(public.n_hat, dtype=float) / max(int(cells), 1)
-    if statistic == "mean":
+    if statistic is Statistic.MEAN:
         return np.sqrt(public.variance())
-    if statistic == "variance":
+    if statistic is Statistic.VARIANCE:
         return public.variance()
-    if statistic == "quantiles":
-        q = public.quantiles(SPREAD_LEVELS)
-        return q[:, 1] - q[:, 0]
-    raise ValueError(f"No error scale for statistic {statistic!r}.")
+    q = public.quantiles(SPREAD_LEVELS)
+    return q[:, 1] - q[:, 0]
 
 
 def relative(abs_error: Any, scale: Any) -> np.ndarray:

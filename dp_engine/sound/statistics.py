@@ -44,6 +44,7 @@ from dp_engine.sound.releases import (
     release_moments,
     release_quantiles,
 )
+from dp_engine.sound.statistic import Statistic
 from dp_engine.sound.validation import check_bounds, check_epsilon
 
 DEFAULT_CANDIDATES = 1001
@@ -61,7 +62,7 @@ def count(values: Any, epsilon: float, *, rng: RngLike = None) -> Release:
     """DP number of non-missing records: discrete Laplace (Δ = 1), clamped ≥ 0."""
     check_epsilon(epsilon)
     cells = CellCounts(np.array([[_present_count(values)]], dtype=np.int64))
-    return release_counts(cells, epsilon, rng=rng, statistic="count")
+    return release_counts(cells, epsilon, rng=rng, statistic=Statistic.COUNT)
 
 
 def histogram(values: Any, bins: Any, epsilon: float, *, rng: RngLike = None) -> Release:
@@ -86,7 +87,8 @@ def grouped_histogram(values: Any, groups: Any, bins: Any, group_keys: Sequence[
 
 def moment_scales(lower: float, upper: float, epsilon: float, squares: bool) -> tuple[dict, dict]:
     """(scale in value units, lattice step) per component for a mean (or variance) at ε."""
-    scales, grid, _ = moment_noise(lower, upper, epsilon, "variance" if squares else "mean")
+    scales, grid, _ = moment_noise(lower, upper, epsilon,
+                                Statistic.VARIANCE if squares else Statistic.MEAN)
     return {k: float(v) for k, v in scales.items()}, grid
 
 
@@ -95,7 +97,8 @@ def _moments(statistic, values, groups, group_keys, lower, upper, epsilon, n_est
     if np.ndim(epsilon) == 0:
         check_epsilon(epsilon)
     lower, upper = check_bounds(lower, upper)
-    sums = moment_sums(values, lower, upper, squares=statistic == "variance", groups=groups,
+    squares = Statistic.of(statistic) is Statistic.VARIANCE
+    sums = moment_sums(values, lower, upper, squares=squares, groups=groups,
                        group_keys=group_keys)
     return release_moments(sums, epsilon, rng=rng, statistic=statistic,
                            group_keys=None if group_keys is None else list(group_keys),

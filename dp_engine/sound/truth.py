@@ -20,6 +20,7 @@ from dp_engine.sound.pilot import uniform_scales
 from dp_engine.sound.release import Release
 from dp_engine.sound.releases.common import public_from_params
 from dp_engine.sound.spread import band_levels, error_scale, relative
+from dp_engine.sound.statistic import Statistic
 
 
 def true_counts(cells: CellCounts) -> np.ndarray:
@@ -61,13 +62,14 @@ def realized_relative_error(release: Release, truth: np.ndarray) -> np.ndarray:
     counts against the counts; a mean, variance or box plot against the same public scale
     its band and stated error use (``spread.error_scale``)."""
     truth = np.asarray(truth, dtype=float)
-    if release.statistic in ("mean", "variance"):
+    statistic = Statistic.of(release.statistic)
+    if statistic.moments:
         truth = truth.reshape(-1, 1)
     est = np.asarray(release.value, dtype=float).reshape(truth.shape)
-    if release.statistic in ("count", "histogram"):
+    if statistic.counts:
         return 100.0 * relative_error(est, truth)
     scale = public_scale(release, truth.shape[0])
-    held = band_levels(release.params["qs"]) if release.statistic == "quantiles" else \
+    held = band_levels(release.params["qs"]) if statistic is Statistic.QUANTILES else \
         np.ones(truth.shape[-1], dtype=bool)
     return np.where(np.isfinite(truth).all(axis=-1),
                     relative(np.abs(est - truth)[..., held].mean(axis=-1), scale), np.nan)

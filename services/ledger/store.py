@@ -186,28 +186,40 @@ class Ledger:
 
     def log_delivery(self, release_id: int, *, user: str, role: Role | str,
                      channel: str) -> None:
-        """Record that a stored release was handed to ``user`` (e.g. a published figure)."""
-        with self.db.tx(write=True) as conn:
-            if conn.execute(select(_RELEASES.c.id).where(
-                    _RELEASES.c.id == int(release_id))).first() is None:
-                raise DPError(f"There is no release #{int(release_id)} in the ledger.")
-            door.deliver(conn, int(release_id), str(user), Role(str(role)), channel,
-                         ledger_db.now())
+        """Record that a stored release was handed to ``user``."""
+        if not self.deliver([int(release_id)], user=user, role=Role(str(role)), channel=channel):
+            raise DPError(f"There is no release #{int(release_id)} in the ledger.")
 
     def deliver_own(self, release_id: int, *, user: str, role: Role, channel: str,
                     dataset_id: str | None = None) -> StoredRelease | None:
         """The served release ``release_id`` if ``role`` paid for it (on ``dataset_id`` when
         given), its delivery to ``user`` logged in the same transaction; None otherwise
         (nothing logged)."""
+        got = self.deliver([int(release_id)], user=user, role=role, channel=channel,
+                           paid_by=role, dataset_id=dataset_id)
+        return got[0] if got else None
+
+    def deliver(self, release_ids: Sequence[int], *, user: str, role: Role, channel: str,
+                paid_by: Role | None = None, dataset_id: str | None = None,
+                only_dp: bool = False) -> list[StoredRelease]:
+        """The served releases among ``release_ids`` (paid by ``paid_by`` and on
+        ``dataset_id`` when given; differentially private ones only with ``only_dp``), in the
+        order asked, each delivery to ``user`` logged in the same transaction (one for all);
+        the others are left out and nothing is logged for them."""
+        ids = [int(i) for i in release_ids]
+        if not ids:
+            return []
+        at = ledger_db.now()
         with self.db.tx(write=True) as conn:
-            row = conn.execute(select(_RELEASES).where(
-                _RELEASES.c.id == int(release_id))).mappings().first()
-            if row is None or row["role"] != Role(role).value or (
-                    dataset_id is not None and row["dataset_id"] != dataset_id):
-                return None
-            door.deliver(conn, int(release_id), str(user), Role(role), channel,
-                         ledger_db.now())
-        return door.to_release(row)
+            rows = {int(r["id"]): r for r in conn.execute(select(_RELEASES).where(
+                _RELEASES.c.id.in_(ids))).mappings().all()}
+            found = [rows[i] for i in ids if i in rows and (
+                (paid_by is None or rows[i]["role"] == Role(paid_by).value)
+                and (dataset_id is None or rows[i]["dataset_id"] == dataset_id)
+                and (not only_dp or bool(rows[i]["dp"])))]
+            for row in found:
+                door.deliver(conn, int(row["id"]), str(user), Role(role), channel, at)
+        return [door.to_release(row) for row in found]
 
     # -- budgets the owner sets ----------------------------------------------------------------
 

@@ -147,6 +147,17 @@ def database_status(engine: Engine) -> dict[str, Any]:
     return {"database": "ok", "schema_version": int(value) if value is not None else None}
 
 
+def health(engine: Engine) -> tuple[dict[str, Any], int]:
+    """What ``/healthz`` answers: (body, HTTP status). 200 with ``database_status`` when the
+    database answers, 503 when not (the reason goes to the log, never to the caller)."""
+    try:
+        return {"status": "ok", **database_status(engine)}, 200
+    except (SQLAlchemyError, OSError) as exc:
+        log.warning("Health check: the ledger database is unreachable (%s).",
+                    " ".join(str(exc).split())[:300])
+        return {"status": "unavailable", "database": "unreachable", "schema_version": None}, 503
+
+
 def database_status_of(cfg: AppConfig) -> dict[str, Any]:
     """``database_status`` of the configured ledger; ConfigError naming the variable (and the
     database, password hidden) when it cannot be reached or is newer than this version."""

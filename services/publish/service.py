@@ -2,13 +2,14 @@
 
 Publishing releases nothing by itself: each figure is the ledger's served answer at the tier of
 the page's audience role. The figures that role does not hold yet are released first, all or
-nothing, through the normal door (``ReleaseService.answer_all`` for that role, charging its
-budget), after the owner saw the quote (``PageQuote``: each figure's price, what the audience
-may still spend, how many figures it cannot afford). Opening a page reads the stored answers
-only and logs one delivery per figure (``Ledger.log_delivery``); it never computes and never
-spends. The owner's cohort description of each dataset (``services.publish.cohort``) and the
-dataset version's DP number of records head every page.
-"""
+nothing, in one call of the door (``Session.serve`` as that role, charging its budget; a figure
+refused leaves nothing charged and no page), after the owner saw the quote (``PageQuote``, one
+read: each figure's price, what the audience may still spend, how many figures it cannot
+afford). Opening a page reads the stored answers only and logs one delivery per figure in the
+same transaction (``Session.open_stored``); it never computes and never spends. Everything
+about the ledger goes through ``services.session.Session``. The owner's cohort description of
+each dataset (``services.publish.cohort``) and the dataset version's DP number of records head
+every page."""
 
 from __future__ import annotations
 
@@ -16,24 +17,21 @@ import json
 import math
 import re
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from types import SimpleNamespace
 
-from sqlalchemy import select
-
-from dp_engine.errors import DPError
+from dp_engine.errors import BudgetExceededError, DPError
 from services.identity import access
 from services.identity.roles import Role
 from services.identity.session import Identity
 from services.ledger import db as ledger_db
-from services.ledger import door
-from services.ledger.models import releases as _RELEASES
 from services.ledger.records import StoredRelease
 from services.publish import cohort as cohort_text
 from services.publish.records import AUDIENCE_ROLES, Audience, Cohort, FigureRef, Page
 from services.publish.store import PublishStore
+from services.session import Session
 from services.views.answer import ViewAnswer
 from services.views.queries import PRESETS, VIEWS, ViewRequest, parse_request
 from services.views.statistics import group_keys
@@ -252,26 +250,28 @@ class PublishService:
         owner prices them)."""
         _owner(identity)
         ds, tier, reqs = self._checked(draft)
-        payer = Identity(identity.user, tier, True)
+        owner = Session(self, identity)
         for req, _caption in reqs:     # a grouping nobody priced: the owner prices it
-            self.releases.prepare(identity, req, dataset=ds)
-        got = self.releases.quotes(payer, [r for r, _ in reqs], dataset=ds)
+            owner.price(ds, req)
+        payer = Session(self, Identity(identity.user, tier, True))
+        seen = payer.look(ds, [r for r, _ in reqs], history=0)
         quotes = []
-        for (req, _caption), q in zip(reqs, got, strict=True):
+        for (req, _caption), q in zip(reqs, seen.quotes, strict=True):
             if isinstance(q, Exception):
                 raise q
             cost = 0.0 if q.cached else float(q.cost)
             keys = group_keys(ds.schema.column(req.group) if req.group else None)
             quotes.append(FigureQuote(_label(ds, _raw(req)), cost, q.cached, q.refusal,
                                       self._withheld(payer, req, ds, q, keys), len(keys)))
-        status = self.releases.status(payer, ds.id)
+        status = seen.status
         limits = [(status.role.remaining, status.role.limit, "role"),
                   (status.user.remaining, status.user.limit, "user")]
         known = [x for x in limits if x[0] is not None]
         remaining, limit, by = min(known, key=lambda x: x[0]) if known else (None, None, "")
         return PageQuote(tuple(quotes), tier, ds.id, ds.title or ds.id, remaining, limit, by)
 
-    def _withheld(self, payer, req: ViewRequest, ds, quote, keys: list[str]) -> tuple[str, ...]:
+    def _withheld(self, payer: Session, req: ViewRequest, ds, quote,
+                  keys: list[str]) -> tuple[str, ...]:
         """The groups of ``req`` withheld at the payer's tier (from the plan, or the stored
         answer when the audience already holds it)."""
         if quote.plan is not None:
@@ -279,7 +279,7 @@ class PublishService:
             values = eps if isinstance(eps, tuple | list) else [eps]
             return tuple(k for k, e in zip(keys, values, strict=False) if not e)
         if quote.cached:
-            stored = self.ledger.lookup(self.releases.plan(payer, req, dataset=ds).key)
+            stored = payer.stored(ds, req)
             if stored is not None:
                 flags = stored.answer.get("withheld") or []
                 return tuple(k for k, w in zip(stored.answer.get("groups", keys), flags,
@@ -288,7 +288,8 @@ class PublishService:
 
     def publish(self, identity, draft: Draft, *, confirmed_cost: float) -> Page:
         """Release what the audience role lacks (after the owner confirmed ``confirmed_cost``,
-        the quote's total), then store the page. Refuses if the price rose meanwhile."""
+        the quote's total), all or nothing, then store the page. Refuses if the price rose
+        meanwhile, or if the door refuses any figure (nothing charged, no page)."""
         quoted = self.quote(identity, draft)
         total = quoted.total
         refusal = next((why for _label, why in quoted.refusals), None)
@@ -298,15 +299,11 @@ class PublishService:
             raise PublishError(f"The cost changed to ε {total:.3g} since it was shown; check it "
                                "again before publishing. Nothing was released.")
         ds, tier, reqs = self._checked(draft)
-        payer = Identity(identity.user, tier, True)
-        status = self.releases.status(payer, ds.id)
-        left = [x for x in (status.role.remaining, status.user.remaining) if x is not None]
-        if left and total > min(left) + 1e-12:
-            raise PublishError(
-                f"These figures cost ε {total:.3g} together but the {tier.label.lower()} "
-                f"budget on '{ds.id}' has ε {min(left):.3g} left. Nothing was released.")
-        answers = self.releases.answer_all(payer, [r for r, _ in reqs], dataset=ds,
-                                           channel="publish", price=True)
+        payer = Session(self, Identity(identity.user, tier, True))
+        try:
+            answers = payer.serve(ds, [r for r, _ in reqs], channel="publish", price=True)
+        except BudgetExceededError as exc:
+            raise PublishError(f"Nothing was released and no page was stored: {exc}") from None
         refs = [FigureRef(pos, caption, rid, _raw(req))
                 for pos, ((req, caption), (_a, rid, _row)) in enumerate(zip(reqs, answers,
                                                                             strict=True))]
@@ -332,17 +329,11 @@ class PublishService:
             return Opened(page, "withdrawn")
         if page.expired(ledger_db.now()):
             return Opened(page, "expired")
-        stored = self._stored([f.release_id for f in page.figures])
-        shown = []
-        for ref in page.figures:
-            rel = stored.get(ref.release_id)
-            if rel is None or not rel.dp or Role(rel.role) is not page.tier_role:
-                continue    # never show anything but the page tier's DP release
-            ans = ViewAnswer.from_dict(rel.answer).without_truth()
-            shown.append(ShownFigure(ref, rel, ans))
-        for fig in shown:
-            self.ledger.log_delivery(fig.release.id, user=identity.user, role=identity.role,
-                                     channel=channel)
+        stored = {rel.id: rel for rel in Session(self, identity).open_stored(
+            [f.release_id for f in page.figures], paid_by=page.tier_role, channel=channel)}
+        shown = [ShownFigure(ref, stored[ref.release_id],   # only the page tier's DP releases
+                             ViewAnswer.from_dict(stored[ref.release_id].answer).without_truth())
+                 for ref in page.figures if ref.release_id in stored]
         version = shown[0].release.dataset_version if shown else None
         return Opened(page, "ok", tuple(shown), self.store.cohort(page.dataset_id),
                       self._public_size(page.dataset_id, version))
@@ -433,15 +424,6 @@ class PublishService:
         except DPError:
             return False
         return True
-
-    def _stored(self, release_ids: Sequence[int]) -> dict[int, StoredRelease]:
-        """The ledger's served releases by id (one read; never logs a delivery)."""
-        if not release_ids:
-            return {}
-        with self.ledger.db.tx(write=False) as conn:
-            rows = conn.execute(select(_RELEASES).where(
-                _RELEASES.c.id.in_([int(i) for i in release_ids]))).mappings().all()
-        return {int(r["id"]): door.to_release(r) for r in rows}
 
 
 def _owner(identity) -> None:

@@ -36,6 +36,7 @@ from dp_engine.schema import NUMERIC_KINDS, ColumnSpec, Schema
 from dp_engine.sound.pilot import GroupScales, pilot_edges
 from dp_engine.sound.plan import TierPlan
 from dp_engine.sound.release import Release
+from dp_engine.sound.statistic import Statistic
 from services.data.sources.query import AggregateQuery
 from services.data.sources.resolve import aggregates
 from services.ledger.plan import InternalSpec, epsilon_max
@@ -49,7 +50,7 @@ _CACHE_SIZE = 256
 _plans: dict[tuple, TierPlan] = {}
 _plans_lock = threading.Lock()
 _local = threading.local()
-SHARED_PLANS = frozenset({"quantiles"})
+SHARED_PLANS = frozenset({Statistic.QUANTILES})
 """Plans kept in the ledger for every worker: a box plot's takes seconds; the others take
 milliseconds, less than the read and the write that sharing them would cost."""
 
@@ -201,7 +202,7 @@ def planned_tiers(cache_key: tuple, statistic: str, scales: GroupScales, *,
     stored = store.stored_plan(shared) if shared is not None else None
     if stored is not None:
         tiers = plan_store.decode(stored)
-    elif statistic == "quantiles" and getattr(_local, "known_only", False):
+    elif statistic == Statistic.QUANTILES and getattr(_local, "known_only", False):
         raise PlanPending(f"plan of {cache_key[1]} not computed in this process yet")
     else:
         tiers = niced(sound.plan_tiers, statistic, scales, **kwargs)   # the costly step

@@ -18,6 +18,7 @@ import numpy as np
 from dp_engine.bands import NOISE_LABELS
 from dp_engine.sound.release import Release
 from dp_engine.sound.spread import error_scale
+from dp_engine.sound.statistic import Statistic
 from dp_engine.sound.truth import realized_relative_error
 from services.ledger.plan import ReleasePlan
 from services.views import statistics as st
@@ -125,7 +126,7 @@ def publish(view: ViewPlan, plan: ReleasePlan, rel: Release,
 def error_scale_of(view: ViewPlan) -> np.ndarray:
     """Per group, the public scale its relative error is measured against (spread.py)."""
     assert view.scales is not None
-    cells = len(view.cells) if view.statistic == "histogram" else 1
+    cells = len(view.cells) if view.statistic is Statistic.HISTOGRAM else 1
     return error_scale(view.statistic, view.scales, cells=cells)
 
 

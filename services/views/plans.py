@@ -25,6 +25,7 @@ from dp_engine.schema import NUMERIC_KINDS, ColumnSpec
 from dp_engine.sound.plan import WITHHELD_REASON
 from dp_engine.sound.release import Release
 from dp_engine.sound.releases import FINE_CANDIDATES
+from dp_engine.sound.statistic import Statistic
 from services.data.sources.query import AggregateQuery, Aggregates
 from services.identity.roles import Role
 from services.ledger.plan import (
@@ -70,7 +71,7 @@ class ViewPlan:
     """One Explore view for one request: public metadata in, a priced ReleasePlan out."""
 
     view: ClassVar[str]
-    statistic: ClassVar[str]          # the planning statistic (dp_engine.sound.plan)
+    statistic: ClassVar[Statistic]    # the planning statistic (dp_engine.sound.plan)
     figure: ClassVar[str]             # the figure kind (layouts/figures.py)
     mechanism: ClassVar[str]
     nestable: ClassVar[bool] = True
@@ -213,7 +214,7 @@ class HistogramPlan(ViewPlan):
     """Counts per bin (and group): discrete Laplace per cell; tiers nest."""
 
     view = "histogram"
-    statistic = "histogram"
+    statistic = Statistic.HISTOGRAM
     figure = "histogram"
     mechanism = "discrete Laplace (rounded, clamped at 0)"
     paper_query = 1
@@ -259,7 +260,7 @@ class _MomentPlan(ViewPlan):
 
     def query(self) -> AggregateQuery:
         return AggregateQuery.moments(self.dataset.schema, self.req.x, self.req.group,
-                                      squares=self.statistic == "variance")
+                                      squares=self.statistic is Statistic.VARIANCE)
 
     def release(self, agg: Aggregates, eps: np.ndarray, rng: np.random.Generator) -> Release:
         return sound.release_moments(agg, eps, rng=rng, statistic=self.statistic,
@@ -268,7 +269,7 @@ class _MomentPlan(ViewPlan):
 
 class MeanPlan(_MomentPlan):
     view = "mean"
-    statistic = "mean"
+    statistic = Statistic.MEAN
     statistic_label = "Mean"
     mechanism = "discrete Laplace on a fixed-point lattice (noisy sum / noisy count)"
     paper_query = 2
@@ -279,7 +280,7 @@ class MeanPlan(_MomentPlan):
 
 class VariancePlan(_MomentPlan):
     view = "variance"
-    statistic = "variance"
+    statistic = Statistic.VARIANCE
     statistic_label = "Variance of"
     mechanism = "discrete Laplace on a fixed-point lattice (noisy count, sum, sum of squares)"
     paper_query = 4
@@ -295,7 +296,7 @@ class BoxPlotPlan(ViewPlan):
     """The box's five quantiles from a noisy hierarchical CDF per group; tiers nest."""
 
     view = "median"
-    statistic = "quantiles"
+    statistic = Statistic.QUANTILES
     figure = "box"
     mechanism = "noisy hierarchical CDF on a candidate grid"
     paper_query = 3

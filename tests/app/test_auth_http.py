@@ -10,7 +10,7 @@ import pytest
 from dash import Dash, Input, Output, dcc, html
 
 from callbacks import login as login_routes
-from services.identity.session import current_identity, init_auth, logout_token
+from callbacks.server.auth import current_identity, init_auth, logout_token
 from services.identity.users import add_user, remove_user
 
 PASSWORD = "a long enough password"

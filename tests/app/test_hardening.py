@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from callbacks.server.auth import auth_state
 from layouts import ids
 from services import cli
 from services.config import AppConfig
 from services.identity import sessions as sessions_mod
 from services.identity.limits import BodyLimits
-from services.identity.session import auth_state
 from services.identity.users import add_user
 from services.ops.envfile import read_env_file
 from tests.app.dash_http import callback_payload, find_hidden_input

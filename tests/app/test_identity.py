@@ -9,6 +9,7 @@ import stat
 import flask
 import pytest
 
+from callbacks.server.auth import current_identity, init_auth
 from services import cli
 from services.identity.roles import Role
 from services.identity.session import (
@@ -17,8 +18,6 @@ from services.identity.session import (
     AuthConfigError,
     Identity,
     assert_bind_allowed,
-    current_identity,
-    init_auth,
     is_loopback,
 )
 from services.identity.users import UsersFileError, UserStore, add_user, load_users, remove_user

@@ -22,13 +22,13 @@ import pytest
 from sqlalchemy import create_engine
 from sqlalchemy.pool import NullPool
 
+from callbacks.server.health import install_health
 from services import cli
 from services.config import AppConfig
 from services.identity.users import UsersFileError, add_user, load_users
 from services.ledger.models import SCHEMA_VERSION
-from services.ops import logs
+from services.ops import logs, preflight
 from services.ops.envfile import read_env_file
-from services.ops.health import install_health
 
 ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "a long enough password"
@@ -186,7 +186,7 @@ def test_healthz_says_unavailable_when_the_database_is_not_reachable(caplog):
     server = flask.Flask("health")
     engine = create_engine("postgresql+psycopg://cohort:s3cr3t@127.0.0.1:1/cohort",
                            poolclass=NullPool, connect_args={"connect_timeout": 5})
-    install_health(server, engine)
+    install_health(server, lambda: preflight.health(engine))
     with caplog.at_level(logging.WARNING):
         res = server.test_client().get("/healthz")
     assert res.status_code == 503
@@ -212,10 +212,10 @@ def test_sign_ins_and_sign_outs_are_logged_without_secrets(server, caplog):
         token = _logout_token(client)   # the logout form's token, as the page sends it
         assert client.post("/logout", data={"csrf": token}).status_code == 302
     lines = [(r.levelname, r.name, r.getMessage()) for r in caplog.records
-             if r.name.startswith("services.identity")]
-    assert ("INFO", "services.identity.session", "Signed in: olga (owner) from 127.0.0.1.") \
+             if r.name.startswith(("services.identity", "callbacks.server"))]
+    assert ("INFO", "callbacks.server.auth", "Signed in: olga (owner) from 127.0.0.1.") \
         in lines
-    assert ("INFO", "services.identity.session", "Signed out: olga from 127.0.0.1.") in lines
+    assert ("INFO", "callbacks.server.auth", "Signed out: olga from 127.0.0.1.") in lines
     assert ("WARNING", "services.identity.throttle",
             "Sign-in failed from 127.0.0.1: unknown user or wrong password.") in lines
     text = caplog.text
@@ -235,14 +235,14 @@ def _logout_token(client) -> str:
 
 
 def test_log_lines_carry_time_level_and_logger_in_text_and_json():
-    record = logging.LogRecord("services.identity.session", logging.INFO, __file__, 1,
+    record = logging.LogRecord("callbacks.server.auth", logging.INFO, __file__, 1,
                                "Signed in: %s", ("olga",), None)
     config = logs.logging_dict("text")["formatters"]["cohort"]
     text = logging.Formatter(config["format"], config["datefmt"]).format(record)
     assert re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d{4} INFO "
-                    r"services\.identity\.session \[\d+\] Signed in: olga$", text)
+                    r"callbacks\.server\.auth \[\d+\] Signed in: olga$", text)
     entry = json.loads(logs.JsonFormatter().format(record))
-    assert entry["level"] == "INFO" and entry["logger"] == "services.identity.session"
+    assert entry["level"] == "INFO" and entry["logger"] == "callbacks.server.auth"
     assert entry["message"] == "Signed in: olga" and entry["time"].endswith("+00:00")
     assert logs.logging_dict("json")["formatters"]["cohort"]["()"].endswith("JsonFormatter")
 

@@ -191,6 +191,36 @@ def test_the_quote_says_what_the_audience_can_afford_and_what_to_do(client, serv
                                  confirmed_cost=tight.total)
 
 
+def test_a_page_is_released_all_or_nothing_when_the_door_refuses_its_last_figure(services):
+    """The audience can afford every figure but the last: the door refuses the page as one,
+    so nothing is charged, nothing is stored and no page exists; the first figures alone
+    then publish (so it was the last one the budget could not hold)."""
+    cands = services.publish.candidates(OWNER, "pirads")[:3]
+    figures = [(c.key, c.label) for c in cands]
+    quote = services.publish.quote(OWNER, _draft(services, "pirads", figures))
+    costs = [q.cost for q in quote.figures]
+    assert len(costs) == 3 and all(c > 0 for c in costs)
+    led = services.ledger
+    spent = led.budget(role=Role.THIRD_PARTY, dataset_id="pirads").spent
+    led.set_policy(dataset_id="pirads", key="budget:third_party",
+                   value=spent + costs[0] + costs[1] + costs[2] / 2, user="olga")
+
+    def books():
+        return ([(b.role, b.spent) for b in led.budgets()], led.dataset_loss("pirads"),
+                led.count_releases(), len(led.internal_releases()), len(led.deliveries()))
+
+    before = books()
+    with pytest.raises(PublishError, match="Nothing was released and no page was stored"):
+        services.publish.publish(OWNER, _draft(services, "pirads", figures),
+                                 confirmed_cost=quote.total)
+    assert books() == before and services.publish.store.list() == []
+    page = services.publish.publish(OWNER, _draft(services, "pirads", figures[:2]),
+                                    confirmed_cost=costs[0] + costs[1])
+    assert len(page.figures) == 2
+    assert led.budget(role=Role.THIRD_PARTY, dataset_id="pirads").spent == pytest.approx(
+        spent + costs[0] + costs[1])
+
+
 def test_the_quote_names_figures_that_would_be_withheld_whole(services, client):
     figures = page_figures(services, OWNER)
     quote = services.publish.quote(OWNER, _draft(services, figures=figures))

@@ -55,6 +55,7 @@ from dp_engine.sound.releases.quantiles import (
     quantile_candidates,
     release_quantiles,
 )
+from dp_engine.sound.statistic import Statistic
 
 __all__ = [
     "BUILD_LEVEL", "FINE_CANDIDATES", "LEVEL", "candidates_for", "count_cell_error",
@@ -68,11 +69,12 @@ __all__ = [
 def finish(statistic: str, noisy, scales, params, eps, sensitivity=None, *,
            withheld: Any = False) -> Release:
     """Post-process noisy components into a Release (used again by ``refine``)."""
-    if statistic in ("count", "histogram"):
+    statistic = Statistic.of(statistic)
+    if statistic.counts:
         return finish_counts(statistic, noisy, scales, params, eps, withheld=withheld)
-    if statistic in ("mean", "variance"):
+    if statistic.moments:
         return finish_moments(statistic, noisy, scales, params, eps, sensitivity or {},
                               withheld=withheld)
-    if statistic == "quantiles" and any(name.startswith("tree") for name in noisy):
+    if statistic is Statistic.QUANTILES and any(name.startswith("tree") for name in noisy):
         return finish_quantiles(noisy, scales, params, eps, withheld=withheld)
     raise UnknownQueryError(f"Cannot post-process a release of statistic {statistic!r}.")

@@ -27,6 +27,7 @@ from dp_engine.sound.releases.common import (
     total_epsilon,
     withheld_flags,
 )
+from dp_engine.sound.statistic import Statistic
 
 
 def release_counts(cells: CellCounts, epsilon: Any, *, rng: RngLike = None,
@@ -44,7 +45,7 @@ def release_counts(cells: CellCounts, epsilon: Any, *, rng: RngLike = None,
     counts = np.asarray(cells.counts)
     if counts.ndim != 2:
         raise DataTypeError("Cell counts must have shape (groups, cells).")
-    if statistic not in ("histogram", "count"):
+    if not Statistic.of(statistic).counts:
         raise UnknownQueryError(f"Counts are released as a histogram or a count, not {statistic}.")
     g = counts.shape[0]
     keys = check_keys(group_keys, g)
@@ -134,10 +135,10 @@ def finish_counts(statistic: str, noisy: Mapping[str, Any], scales: Mapping[str,
         rel = np.where(live, rel, np.nan)
     eps_total = total_epsilon(np.atleast_1d(np.asarray(eps, dtype=float)))
     expected: Any
-    if statistic == "count" and not grouped:
+    if statistic == Statistic.COUNT and not grouped:
         value, low, high = int(value[0, 0]), float(low[0, 0]), float(high[0, 0])
         expected, rel_out = float(err[0, 0]), float(rel[0])
-    elif statistic == "count":
+    elif statistic == Statistic.COUNT:
         value, low, high, expected, rel_out = value[:, 0], low[:, 0], high[:, 0], err[:, 0], rel
     elif not grouped:
         value, low, high, expected, rel_out = value[0], low[0], high[0], np.array(err[0]), \

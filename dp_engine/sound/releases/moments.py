@@ -28,10 +28,11 @@ from dp_engine.sound.releases.common import (
     withheld_flags,
 )
 from dp_engine.sound.spread import SCALE_WORDS, error_scale
+from dp_engine.sound.statistic import Statistic
 
 
 def moment_components(statistic: str) -> tuple[str, ...]:
-    return ("count", "sum") if statistic == "mean" else ("count", "sum", "sumsq")
+    return Statistic.of(statistic).components
 
 
 def moment_noise(lower: float, upper: float, epsilon: Any, statistic: str,
@@ -42,7 +43,7 @@ def moment_noise(lower: float, upper: float, epsilon: Any, statistic: str,
     (ε/3 each). ``epsilon`` may be an array (one scale per group).
     """
     names = moment_components(statistic)
-    grid, sens = lattice_plan(lower, upper, statistic == "variance")
+    grid, sens = lattice_plan(lower, upper, Statistic.of(statistic) is Statistic.VARIANCE)
     share = np.asarray(epsilon, dtype=float) / len(names)
     k = float(contribution)
     scales = {n: k * sens[n] / share * grid[n] for n in names}
@@ -58,10 +59,10 @@ def release_moments(sums: MomentSums, epsilon: Any, *, rng: RngLike = None,
     and shapes) or ``n_estimate`` label the expected error; without either, this release's
     own noisy count is used (post-processing) with the worst-case centre.
     """
-    statistic = statistic or ("variance" if sums.squares else "mean")
-    if statistic not in ("mean", "variance"):
+    statistic = Statistic.of(statistic or (Statistic.VARIANCE if sums.squares else Statistic.MEAN))
+    if not statistic.moments:
         raise UnknownQueryError(f"Moment sums give a mean or a variance, not {statistic!r}.")
-    if statistic == "variance" and not sums.squares:
+    if statistic is Statistic.VARIANCE and not sums.squares:
         raise DataTypeError("A variance needs the sums of squares (squares=True).")
     count = np.asarray(sums.count, dtype=float).reshape(-1)
     g = count.size
@@ -70,7 +71,7 @@ def release_moments(sums: MomentSums, epsilon: Any, *, rng: RngLike = None,
     k = int(sums.contribution)
     scales, grid, sens = moment_noise(sums.lower, sums.upper, eps, statistic, k)
     true = {"count": count, "sum": np.asarray(sums.s1, dtype=float).reshape(-1)}
-    if statistic == "variance":
+    if statistic is Statistic.VARIANCE:
         true["sumsq"] = np.asarray(sums.s2, dtype=float).reshape(-1)
     gen = as_generator(rng)
     noisy = {name: noise_rows(true[name], scales[name] / grid[name], gen) * grid[name]
@@ -98,7 +99,7 @@ def moment_error_scales(statistic: str, scales: Mapping[str, Any], lower: float,
     h = (upper - lower) / 2.0
     mu = np.abs(np.asarray(mean_c, dtype=float))
     b = {n: np.asarray(v, dtype=float) for n, v in scales.items()}
-    if statistic == "mean":
+    if Statistic.of(statistic) is Statistic.MEAN:
         return [b["sum"], mu * b["count"]]
     coef = np.abs(h * h / 2.0 - np.asarray(var, dtype=float) + mu**2)
     return [b["sumsq"], 2.0 * mu * b["sum"], coef * b["count"]]
@@ -113,19 +114,23 @@ def moment_error(statistic: str, scales: Mapping[str, Any], lower: float, upper:
     variance for small groups at small ε (the median barely moves; docs/accuracy.md).
     Capped at the range of the statistic.
     """
+    statistic = Statistic.of(statistic)
     n = np.maximum(np.asarray(n, dtype=float), 1.0)
     terms = moment_error_scales(statistic, scales, lower, upper,
                                 np.asarray(mean, dtype=float) - (lower + upper) / 2.0, var)
     err = laplace_sum(terms, level) / n
-    if statistic == "variance":
+    if statistic is Statistic.VARIANCE:
         err = err + 2.0 * np.asarray(scales["sum"], dtype=float) ** 2 / n**2
-    return np.minimum(err, upper - lower if statistic == "mean" else ((upper - lower) / 2) ** 2)
+    return np.minimum(err, upper - lower if statistic is Statistic.MEAN
+                      else ((upper - lower) / 2) ** 2)
 
 
 def finish_moments(statistic: str, noisy: Mapping[str, Any], scales: Mapping[str, Any],
                    params: Mapping[str, Any], eps: Any, sensitivity: Any = None, *,
                    withheld: Any = False) -> Release:
     """Post-process noisy sums into a mean or variance release (also used by ``refine``)."""
+    statistic = Statistic.of(statistic)
+    mean = statistic is Statistic.MEAN
     lower, upper = float(params["lower"]), float(params["upper"])
     mid, half = (lower + upper) / 2.0, (upper - lower) / 2.0
     grid = params["grid"]
@@ -135,7 +140,7 @@ def finish_moments(statistic: str, noisy: Mapping[str, Any], scales: Mapping[str
     sc = {n: np.broadcast_to(np.asarray(v, dtype=float), (g,)) for n, v in scales.items()}
     denom = np.maximum(np.where(live, n_raw, 1.0), 1.0)
     offset = np.asarray(noisy["sum"], dtype=float).reshape(-1) / denom
-    if statistic == "mean":
+    if mean:
         value = np.clip(mid + offset, lower, upper)
         lo_ok, hi_ok = lower, upper
         mechanism = "discrete Laplace on a fixed-point lattice (noisy sum / noisy count)"
@@ -150,7 +155,7 @@ def finish_moments(statistic: str, noisy: Mapping[str, Any], scales: Mapping[str
     err, scale_src, scale = _moment_expected(statistic, sc, grid, params, public, n_raw, lower,
                                              upper, value)
     below, above = _moment_half_width(statistic, sc, lower, upper, offset, var_hat, n_raw)
-    centre = mid + offset if statistic == "mean" else second - offset * offset
+    centre = mid + offset if mean else second - offset * offset
     whole = ~(np.isfinite(below) & np.isfinite(above))   # too few records: only the bounds
     low = np.where(whole, lo_ok, np.maximum(np.minimum(centre - below, hi_ok), lo_ok))
     high = np.where(whole, hi_ok, np.minimum(np.maximum(centre + above, lo_ok), hi_ok))
@@ -191,7 +196,7 @@ def _moment_expected(statistic, sc, grid, params, public, n_raw, lower, upper, v
     given = params.get("n_estimate")
     n = np.maximum(np.broadcast_to(n_raw if given is None else np.asarray(given, dtype=float),
                                    n_raw.shape), 1.0)
-    if statistic == "mean":
+    if statistic is Statistic.MEAN:
         err = mean_error(width, sc["sum"], grid["sum"], sc["count"], n)
     else:
         err = variance_error(width, {k: v for k, v in sc.items()}, grid, n)
@@ -218,7 +223,7 @@ def _moment_half_width(statistic, sc, lower, upper, offset, var_hat, n_raw):
                                     var_hat)
         q = laplace_sum(terms, BUILD_LEVEL)
         below = above = np.where(n_ok >= 1.0, q / pos, np.inf)
-        if statistic == "mean":
+        if statistic is Statistic.MEAN:
             mu = np.abs(offset) + below
             continue
         q1 = laplace_sum([sc["sum"]], BUILD_LEVEL)
@@ -226,7 +231,7 @@ def _moment_half_width(statistic, sc, lower, upper, offset, var_hat, n_raw):
         above = below + q1 * q1 / pos**2        # truth above the estimate: Z_1² pulled it down
         below = below + (np.minimum(mu, half) * qc) ** 2 / pos**2
         mu = np.abs(offset) + laplace_sum(moment_error_scales(
-            "mean", sc, lower, upper, np.minimum(mu, half), 0.0), BUILD_LEVEL) / pos
+            Statistic.MEAN, sc, lower, upper, np.minimum(mu, half), 0.0), BUILD_LEVEL) / pos
     qc = laplace_sum([sc["count"]], BUILD_LEVEL)
     enough = n_ok - qc >= 1.0
     return np.where(enough, below, np.inf), np.where(enough, above, np.inf)

@@ -8,30 +8,22 @@ else: no dataset, user, host or error text, only ``status``, ``database`` and th
 
 from __future__ import annotations
 
-import logging
+from collections.abc import Callable
+from typing import Any
 
 import flask
-from sqlalchemy import Engine
-from sqlalchemy.exc import SQLAlchemyError
 
 from services.identity.session import HEALTH_ENDPOINT
-from services.ops.preflight import database_status
 
-log = logging.getLogger(__name__)
 PATH = "/healthz"
 
 
-def install_health(server: flask.Flask, engine: Engine) -> None:
-    """Add ``/healthz`` over the ledger's ``engine``."""
+def install_health(server: flask.Flask, report: Callable[[], tuple[dict[str, Any], int]]) -> None:
+    """Add ``/healthz`` answering ``report()`` (``services.ops.preflight.health`` of the
+    ledger's engine)."""
 
     def _health() -> flask.Response:
-        try:
-            body, status = {"status": "ok", **database_status(engine)}, 200
-        except (SQLAlchemyError, OSError) as exc:
-            log.warning("Health check: the ledger database is unreachable (%s).",
-                        " ".join(str(exc).split())[:300])
-            body, status = {"status": "unavailable", "database": "unreachable",
-                            "schema_version": None}, 503
+        body, status = report()
         response = flask.jsonify(body)
         response.status_code = status
         response.headers["Cache-Control"] = "no-store"
