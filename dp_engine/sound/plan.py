@@ -53,6 +53,7 @@ from dp_engine.sound.releases import (
     release_counts,
     same_edges,
 )
+from dp_engine.sound.releases.quantile_bank import banked_quantile_error
 from dp_engine.sound.spread import band_levels, error_scale, relative
 from dp_engine.sound.statistic import Statistic
 
@@ -194,8 +195,12 @@ def error_curves(statistic: str, eps: np.ndarray, scales: GroupScales, *, bins: 
     for j in range(eps.shape[1]):         # the grid follows n̂_g·ε unless it is fixed
         c = candidates_for(scales.n_hat, FINE_CANDIDATES, method, eps[:, j]) \
             if n_candidates is None else n_candidates
-        e, r, m = expected_quantile_error(scales, eps[:, j], qs, contribution, method, c,
-                                          runs=QUANTILE_RUNS)
+        if method == "cdf":      # the same simulation, its noise drawn once per grid
+            e, r, m = banked_quantile_error(scales, eps[:, j], qs, contribution, c,
+                                            runs=QUANTILE_RUNS, band_only=True)
+        else:
+            e, r, m = expected_quantile_error(scales, eps[:, j], qs, contribution, method,
+                                              c, runs=QUANTILE_RUNS)
         e_rel = relative(e[..., box].mean(axis=-1), spread)
         # the model's median/mean ratio does not depend on the scale it is stated against
         with np.errstate(divide="ignore", invalid="ignore"):

@@ -281,6 +281,24 @@ def cdf(counts: np.ndarray, eps: np.ndarray, qs: Sequence[float], k: int,
 # ------------------------------------------------------------------ CDF intervals
 
 
+def rank_noise_variance(cells: int, b: int, positions: Sequence[int],
+                        qs: Sequence[float]) -> np.ndarray:
+    """Σ_v (A[v, o] − q·r_v)² per (position o, level q): ``prefix_moments``' sum2 at a few
+    points, without the full matrix (≈1000× faster on a 1001-point grid).
+
+    The consistent leaves are the least-squares fit (HᵀH)⁻¹Hᵀx̃ of the noisy nodes (H: leaves
+    to every node), so for the leaf vector u = 1[prefix of o] − q·1[cells] the sum is
+    uᵀ(HᵀH)⁻¹u, and (HᵀH)⁻¹u is ``consistent_leaves`` of u placed on the leaf level.
+    """
+    shape = TreeShape(cells, b)
+    u = np.zeros((len(qs), shape.leaves))
+    for j, (o, q) in enumerate(zip(positions, qs, strict=True)):
+        u[j, : int(o) + 2] = 1.0                    # F̂(o) covers cells 0..o+1
+        u[j, :cells] -= q
+    levels = [np.zeros((len(qs), b**d)) for d in range(shape.depth)] + [u]
+    return np.sum(u * consistent_leaves(levels, b), axis=1)
+
+
 @lru_cache(maxsize=32)
 def prefix_moments(cells: int, b: int) -> np.ndarray:
     """Per candidate o, Σ_v A[v,o]^i·r_v^(p−i) for p = 2 (i = 0..2) and p = 4 (i = 0..4).

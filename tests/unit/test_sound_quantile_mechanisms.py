@@ -84,3 +84,14 @@ def test_default_branching_and_tree_shape():
         assert shape.leaves >= cells and shape.levels == shape.depth + 1
         assert b in (2, 4, 8, 16, 32)
     assert math.isclose(qm.TreeShape(16, 4).depth, 2)
+
+
+@pytest.mark.parametrize("cells", [12, 127, 1002])
+def test_rank_noise_variance_is_prefix_moments_at_those_points(cells):
+    """The shortcut the grid choice uses equals the full matrix's sums (to rounding)."""
+    b = qm.default_branching(cells)
+    qs = np.array([0.05, 0.25, 0.5, 0.75, 0.95])
+    pos = np.clip(np.rint(qs * (cells - 2)).astype(int), 0, cells - 2)
+    mom = qm.prefix_moments(cells, b)
+    full = qs**2 * mom[0][pos] - 2 * qs * mom[1][pos] + mom[2][pos]
+    assert np.allclose(qm.rank_noise_variance(cells, b, pos, qs), full, rtol=1e-9, atol=1e-12)

@@ -105,9 +105,8 @@ def _grid_constants(available: int, top: int) -> tuple[np.ndarray, np.ndarray, n
     for c in grids:
         b = qm.default_branching(c + 1)
         levels.append(qm.TreeShape(c + 1, b).levels)
-        mom = qm.prefix_moments(c + 1, b)
         pos = np.clip(np.rint(qs * (c - 1)).astype(int), 0, c - 1)
-        sum2 = qs**2 * mom[0][pos] - 2 * qs * mom[1][pos] + mom[2][pos]
+        sum2 = qm.rank_noise_variance(c + 1, b, pos, qs)
         spread.append(float(np.mean(np.sqrt(np.maximum(sum2, 0.0)))))
     return np.asarray(grids), np.asarray(levels, dtype=float), np.asarray(spread)
 
