@@ -1,40 +1,52 @@
 # Two entry points for a newcomer: `make run` and `make test` (see README).
+# `make run` installs the runtime only (`pip install -e .`); `make test` the test extras
+# (Spark, the studio's synthetic copy, pytest, ruff) and axe-core. Each has its own stamp, so
+# either works first on a fresh clone and neither reinstalls what the other already did.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
+HASH   := $(shell sha1sum pyproject.toml | cut -c1-12)
+RUN_STAMP  := $(VENV)/.installed-run-$(HASH)
+TEST_STAMP := $(VENV)/.installed-test-$(HASH)
 AXE_VERSION := 4.11.0
 AXE    := $(VENV)/axe/.installed-$(AXE_VERSION)
 
 .PHONY: install run test lint bench clean
 
-$(STAMP): pyproject.toml
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+
+# The runtime: what `make run` serves with. Already there when the test extras are.
+$(RUN_STAMP): pyproject.toml | $(BIN)/python
+	if [ ! -e $(TEST_STAMP) ]; then $(BIN)/python -m pip install --quiet -e "."; fi
+	rm -f $(VENV)/.installed-run-* && touch $@
+
+$(TEST_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[test]"
-	rm -f $(VENV)/.installed-* && touch $(STAMP)
+	rm -f $(VENV)/.installed-test-* && touch $@
 
 # axe-core (npm registry) for the browser accessibility test. Without npm that one test is
 # skipped with its reason (under CI it fails: .ci/run installs npm).
-$(AXE): $(STAMP)
+$(AXE): $(TEST_STAMP)
 	@if command -v npm >/dev/null; then \
 	    npm install --silent --no-audit --no-fund --prefix $(VENV)/axe axe-core@$(AXE_VERSION) \
 	    && rm -f $(VENV)/axe/.installed-* && touch $@; \
 	else echo "npm not found: the accessibility browser test will be skipped"; fi
 
-install: $(STAMP) $(AXE)
+install: $(TEST_STAMP) $(AXE)
 
-run: install
+run: $(RUN_STAMP)
 	$(BIN)/python app.py
 
-lint: install
+lint: $(TEST_STAMP)
 	$(BIN)/ruff check .
 
-test: install
+test: $(TEST_STAMP) $(AXE)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 
-bench: install
+bench: $(TEST_STAMP)
 	$(BIN)/python -m pip install --quiet -e ".[test,bench]"
 	$(BIN)/python -m bench.run_all
 

@@ -1,7 +1,9 @@
 """Private Cohort Explorer — Dash entry point.
 
 ``create_app(config)`` builds one app with its own services and callbacks; the module-level
-``app`` and ``server`` (for ``gunicorn -w N app:server``) are created on first access.
+``app`` and ``server`` (for ``gunicorn -w N app:server``) are created on first access, and
+they and ``main`` (``make run``) warm the first figure's code paths in the background
+(``services.ops.warmup``). Importing this module loads no heavy optional module.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from layouts.components import shell
 from services.config import AppConfig
 from services.container import Services, build_services
 from services.identity.session import FAVICON_ENDPOINT, assert_bind_allowed
-from services.ops import logs, preflight
+from services.ops import logs, preflight, warmup
 
 ROOT = Path(__file__).resolve().parent
 log = logging.getLogger(__name__)
@@ -201,6 +203,7 @@ def __getattr__(name: str) -> Any:
     if name in ("app", "server"):
         if _default is None:
             _default = create_app()
+            warmup.start(services_of(_default))      # a served app: warm its first figure
         return _default if name == "app" else _default.server
     raise AttributeError(name)
 
@@ -210,6 +213,7 @@ def main() -> None:
     cfg = preflight.check_or_exit()
     assert_bind_allowed(cfg.host, cfg.as_mapping())
     application = create_app(cfg)
+    warmup.start(services_of(application))
     print(f"Private Cohort Explorer on http://{cfg.host}:{cfg.port}", flush=True)
     application.run(host=cfg.host, port=cfg.port, debug=cfg.debug)
 

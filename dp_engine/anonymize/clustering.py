@@ -15,7 +15,6 @@ from __future__ import annotations
 from itertools import product
 
 import numpy as np
-from scipy.spatial import cKDTree
 
 from dp_engine.anonymize.table import MappedTable
 
@@ -36,6 +35,7 @@ def unique_rows(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _leader_kdtree(uniq: np.ndarray) -> np.ndarray:
+    from scipy.spatial import cKDTree  # here: scipy's bulk is not loaded at app start
     tree = cKDTree(uniq)
     label = np.full(uniq.shape[0], -1, dtype=np.int64)
     next_label = 0

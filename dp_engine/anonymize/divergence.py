@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import wasserstein_distance
 
 
 def kl_divergence(p_sample: np.ndarray, q_sample: np.ndarray, *, alpha: float = 0.5) -> float:
@@ -33,4 +32,5 @@ def wasserstein(p_sample: np.ndarray, q_sample: np.ndarray) -> float:
     """1-Wasserstein (earth mover's) distance between two 1-D samples."""
     if len(p_sample) == 0 or len(q_sample) == 0:
         return 0.0
+    from scipy.stats import wasserstein_distance  # here: scipy's bulk is not loaded at app start
     return float(wasserstein_distance(p_sample, q_sample))

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 import numpy as np
-from scipy.spatial import cKDTree
 
 from dp_engine.anonymize.distances import AttributeKind, MappedAttribute
 from dp_engine.anonymize.divergence import kl_divergence
@@ -92,6 +91,7 @@ def nearest_cluster(table: MappedTable, out_codes: np.ndarray, centroids: np.nda
         def coords(c: np.ndarray) -> np.ndarray:
             return np.column_stack([a.coord[c[:, j]] for j, a in enumerate(table.attrs)])
 
+        from scipy.spatial import cKDTree  # here: scipy's bulk is not loaded at app start
         _, idx = cKDTree(coords(centroids)).query(coords(out_codes), k=1, p=1)
         return np.asarray(idx, dtype=np.int64)
     chunk = max(1, 2_000_000 // max(centroids.shape[0] * max(len(table.attrs), 1), 1))

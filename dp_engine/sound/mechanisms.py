@@ -22,7 +22,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy import optimize, special
 
 from dp_engine.errors import DataTypeError, InvalidBoundsError
 from dp_engine.rng import RngLike, as_generator
@@ -159,6 +158,8 @@ def discrete_laplace(value: Any, sensitivity: float, epsilon: float, *, rng: Rng
 
 def _analytic_delta(sigma: float, sensitivity: float, epsilon: float) -> float:
     """δ achieved by Gaussian noise σ (Balle & Wang 2018, Theorem 8)."""
+    from scipy import special  # here, not at import: the app starts without scipy's bulk
+
     a = sensitivity / (2.0 * sigma)
     b = epsilon * sigma / sensitivity
     return float(special.ndtr(a - b) - math.exp(epsilon + special.log_ndtr(-a - b)))
@@ -166,6 +167,8 @@ def _analytic_delta(sigma: float, sensitivity: float, epsilon: float) -> float:
 
 def gaussian_sigma(sensitivity: float, epsilon: float, delta: float) -> float:
     """Smallest σ with (ε, δ)-DP for L2 sensitivity Δ (analytic Gaussian mechanism)."""
+    from scipy import optimize  # here, not at import: the app starts without it
+
     classic = sensitivity * math.sqrt(2.0 * math.log(1.25 / delta)) / epsilon
     lo, hi = classic * 1e-6, classic
     while _analytic_delta(hi, sensitivity, epsilon) > delta:

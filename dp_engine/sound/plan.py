@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy import special
 
 from dp_engine.bands import band as band_of
 from dp_engine.rng import RngLike
@@ -178,6 +177,8 @@ def error_curves(statistic: str, eps: np.ndarray, scales: GroupScales, *, bins: 
         else:
             e_abs = count_cell_error(t, np.inf)
         # |Laplace| is exponential: the mean of m cells' |noise| is Gamma(m)/m
+        from scipy import special  # here, not at import: the app starts without it
+
         ratio = special.gammaincinv(cells, 0.5) / cells
         scale = n / cells
         return e_abs, 100.0 * e_abs / scale, 100.0 * ratio * e_abs / scale

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-from scipy import special
 
 from dp_engine.sound.mechanisms import dlap_noise, gumbel_argmax
 
@@ -354,6 +353,8 @@ def noise_quantile(cells: int, b: int, t: float, q: float, level: float) -> np.n
     kappa4 = k4 * np.maximum(sum4, 0.0)
     sd = np.sqrt(var)
     excess = np.divide(kappa4, var**2, out=np.zeros_like(var), where=var > 0)
+    from scipy import special  # here, not at import: the app starts without it
+
     z = special.ndtri(level)
     return sd * (z + (z**3 - 3.0 * z) * excess / 24.0)
 

@@ -7,6 +7,7 @@ it changes on disk, so adding or removing a user takes effect without restarting
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -23,8 +24,13 @@ from services.identity.roles import Role
 FORMAT_VERSION = 1
 MIN_PASSWORD_LENGTH = 10
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
-# Checked against when the user is unknown, so a wrong name costs the same time as a wrong password.
-_DUMMY_HASH = generate_password_hash("not-a-real-password-0000")
+
+
+@functools.cache
+def _dummy_hash() -> str:
+    """Checked against when the user is unknown, so a wrong name costs the same time as a
+    wrong password. Made on the first sign-in, not at import (a hash costs ~0.1 s of CPU)."""
+    return generate_password_hash("not-a-real-password-0000")
 
 
 class UsersFileError(ValueError):
@@ -178,5 +184,5 @@ class UserStore:
     def verify(self, name: str, password: str) -> UserRecord | None:
         """The user if the password matches, else None (same cost for unknown names)."""
         user = self.get(name) if isinstance(name, str) else None
-        ok = check_password_hash(user.password_hash if user else _DUMMY_HASH, password or "")
+        ok = check_password_hash(user.password_hash if user else _dummy_hash(), password or "")
         return user if (user is not None and ok) else None

@@ -105,6 +105,13 @@ class Offload:
             pool.shutdown(wait=False, cancel_futures=True)
             raise
 
+    def warm(self) -> None:
+        """Start the child now and let it warm its engine (``ops.warmup``), without waiting:
+        the first uncached view after boot then finds it ready instead of spawning it."""
+        from services.ops.warmup import warm_engine
+
+        self._executor().submit(warm_engine)
+
     def close(self) -> None:
         with self._lock:
             if self._pool is not None:

@@ -17,7 +17,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import duckdb
 import pandas as pd
 
 from services.data.errors import DatasetError
@@ -25,6 +24,9 @@ from services.data.sources.base import ROW_CAP, RowSample
 from services.data.sources.dialects import DuckDBDialect, compile_sql
 from services.data.sources.labels import StorageKind
 from services.data.sources.sql import SqlPlan, SqlSource, sql_table
+from services.lazy import lazy
+
+duckdb = lazy("duckdb")  # loaded on first use: not at app start
 
 VIEW = "cohort"
 WEIGHT = "__cohort_records__"

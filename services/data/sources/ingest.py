@@ -22,7 +22,6 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import BinaryIO
 
-import duckdb
 import pandas as pd
 
 from dp_engine.schema import ColumnKind, Schema
@@ -33,6 +32,9 @@ from services.data.load_report import LoadReport
 from services.data.normalization import apply_schema
 from services.data.schema_inference import propose_schema
 from services.data.value_parsing import EXTRA_NA
+from services.lazy import lazy
+
+duckdb = lazy("duckdb")  # loaded on first use: not at app start
 
 CHUNK_ROWS = 1_000_000
 SOURCE_FILE = "source.json"      # which file (path, version) an ingestion folder holds
