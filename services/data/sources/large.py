@@ -33,8 +33,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import duckdb
-
 from dp_engine.schema import Schema
 from services.data.errors import DatasetError
 from services.data.load_report import LoadReport
@@ -42,6 +40,9 @@ from services.data.sources.base import ROW_CAP, DataSource
 from services.data.sources.duckdb_source import DuckDBSettings, DuckDBSource, Precomputed
 from services.data.sources.ingest import HASH_BLOCK, ingest_csv, previous, stored
 from services.data.sources.sample import LazySample
+from services.lazy import lazy
+
+duckdb = lazy("duckdb")  # loaded on first use: not at app start
 
 _version_lock = threading.Lock()
 log = logging.getLogger(__name__)
