@@ -39,6 +39,14 @@ class StaleDataset(RuntimeError):
     """The child holds another version of the dataset than the web worker."""
 
 
+class _NoSession:
+    """The child's identity source: it has no session; every call carries the identity the
+    web worker read from its own (``_call``)."""
+
+    def current(self) -> Identity:
+        raise RuntimeError("The offload child has no session: each call names its identity.")
+
+
 def _start(config: Any) -> None:
     """Child process start: lower its priority (the whole process, so ``niced`` need not
     start a lower-priority thread per draw here), build its own services."""
@@ -47,7 +55,8 @@ def _start(config: Any) -> None:
     os.environ["COHORT_NICE_UNCACHED"] = "0"
     from services.container import build_services
 
-    _child = build_services(replace(config, offload_uncached=False))   # no grandchildren
+    _child = build_services(replace(config, offload_uncached=False),    # no grandchildren
+                            identity=_NoSession())
 
 
 def _answer(services: Any, identity: Identity, fields: tuple,
