@@ -31,7 +31,12 @@ def warm_engine() -> float:
 
     from dp_engine.sound import plan_tiers
     from dp_engine.sound.pilot import uniform_scales
+    from dp_engine.sound.releases import FINE_CANDIDATES, quantile_bank, quantiles
 
+    grids, _, _ = quantiles._grid_constants(FINE_CANDIDATES,
+                                            quantiles.MAX_CDF_CANDIDATES)
+    for c in grids:                      # every grid a box plot can be planned on
+        quantile_bank.noise_bank(int(c) + 1)
     scales = uniform_scales([200.0, 2000.0], 0.0, 100.0)
     plan_tiers("histogram", scales, bins=np.linspace(0.0, 100.0, 11))
     plan_tiers("mean", scales)

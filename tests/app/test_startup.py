@@ -31,11 +31,15 @@ def test_importing_the_app_loads_no_heavy_optional_module():
 
 def test_the_warm_up_loads_what_the_first_figure_needs():
     code = ("import json, sys; from services.ops import warmup; warmup.warm_engine(); "
+            "from dp_engine.sound.releases import quantile_bank as qb; "
             "print(json.dumps(['scipy.special' in sys.modules, 'plotly.graph_objects' in "
-            "sys.modules]))")
+            "sys.modules, sorted(c for c, _ in qb._banks)]))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                          text=True, check=True)
-    assert json.loads(out.stdout.strip().splitlines()[-1]) == [True, True]
+    special, plotly, banks = json.loads(out.stdout.strip().splitlines()[-1])
+    assert special and plotly
+    # every grid a box plot can be planned on (candidates_for on the 1001-point grid)
+    assert banks == [12, 22, 27, 42, 52, 102, 127, 202, 252, 502, 1002]
 
 
 class _Offload:
