@@ -35,11 +35,13 @@ from services.identity import access
 from services.identity.roles import Role
 from services.ledger.records import StoredRelease
 from services.session import ScreenRead, Session
+from services.studio.naming import is_studio
 from services.views.answer import ViewAnswer
 from services.views.inputs import PlanPending
 from services.views.plans import LEFT_OUT
 from services.views.preview import preview
 from services.views.queries import PRESETS, Preset, ViewRequest, parse_request
+from services.views.report import query_words
 from services.views.statistics import group_keys
 
 log = logging.getLogger(__name__)
@@ -58,6 +60,9 @@ def page_view(services: Services, identity, _path: str = "/"):
 PAGE = Page("explore", "/", "Explore", Role.THIRD_PARTY, page_view)
 FAILED = ("This view could not be computed. Nothing was charged and your data and budget are "
           "unchanged; try another view or contact the data owner.")
+STUDIO_TABLE = ("Release #{id} is a table from the Release page ({name}), not a figure, so it "
+                "is not drawn here; the ledger keeps its record, and the Release page makes a "
+                "new one.")
 
 
 def _alert(text: str, colour: str = "warning") -> dbc.Alert:
@@ -347,6 +352,8 @@ def screen_for(services: Services, identity, trigger: Any, preset: Any, c: dict[
             rel = session.reopen(reopen, dataset_id=ds.id)
             if rel is None:
                 raise DPError("That release is not one of your role's on this dataset.")
+            if is_studio(rel.answer):
+                raise DPError(STUDIO_TABLE.format(id=rel.id, name=query_words(rel.answer)))
             look = _look(session, ds, [], c)
             screen = reopen_screen(services, session, rel, look.status)
             screen.preset = None
