@@ -34,7 +34,7 @@ from services.container import Services
 from services.identity import access
 from services.identity.roles import Role
 from services.ledger.records import StoredRelease
-from services.session import ScreenRead, Session
+from services.session import ScreenRead, Session, asks_first, left_of
 from services.studio.naming import is_studio
 from services.views.answer import ViewAnswer
 from services.views.inputs import PlanPending
@@ -404,30 +404,18 @@ def screen_for(services: Services, identity, trigger: Any, preset: Any, c: dict[
     return screen
 
 
-ASK_SHARE = 0.25
-"""A one-click spend asks first above this share of what a non-owner has left."""
-
-
 def _asks_first(look: ScreenRead, role: Role) -> bool:
-    """Whether a preset would take more than a quarter of a non-owner's remaining budget."""
-    if role is Role.OWNER:
-        return False
-    left = _left(look)
-    cost = sum(getattr(q, "cost", 0.0) for q in look.quotes)
-    return left is not None and cost > ASK_SHARE * left
-
-
-def _left(look: ScreenRead) -> float | None:
-    status = look.status
-    left = [x for x in (status.role.remaining, status.user.remaining) if x is not None]
-    return min(left) if left else None
+    """Whether a preset would take more than a quarter of a non-owner's remaining budget
+    (the rule is the session's: ``services.session.asks_first``)."""
+    return asks_first(role, look.status, sum(getattr(q, "cost", 0.0) for q in look.quotes))
 
 
 def _ask_text(label: str, look: ScreenRead) -> str:
     cost = sum(getattr(q, "cost", 0.0) for q in look.quotes)
     return (f"{label} costs ε {cost:.3g}, more than a quarter of what your role has left "
-            f"(ε {_left(look):.3g}). Nothing is spent yet: press Release (ε {cost:.3g}) to "
-            "release it, or change a control (e.g. leave out the group that sets the price).")
+            f"(ε {left_of(look.status):.3g}). Nothing is spent yet: press Release "
+            f"(ε {cost:.3g}) to release it, or change a control (e.g. leave out the group "
+            "that sets the price).")
 
 
 def _same(quote: Any, req: ViewRequest, session: Session, ds) -> bool:
