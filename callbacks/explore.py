@@ -34,12 +34,14 @@ from services.container import Services
 from services.identity import access
 from services.identity.roles import Role
 from services.ledger.records import StoredRelease
-from services.session import ScreenRead, Session
+from services.session import ScreenRead, Session, asks_first, left_of
+from services.studio.naming import is_studio
 from services.views.answer import ViewAnswer
 from services.views.inputs import PlanPending
 from services.views.plans import LEFT_OUT
 from services.views.preview import preview
 from services.views.queries import PRESETS, Preset, ViewRequest, parse_request
+from services.views.report import query_words
 from services.views.statistics import group_keys
 
 log = logging.getLogger(__name__)
@@ -58,6 +60,9 @@ def page_view(services: Services, identity, _path: str = "/"):
 PAGE = Page("explore", "/", "Explore", Role.THIRD_PARTY, page_view)
 FAILED = ("This view could not be computed. Nothing was charged and your data and budget are "
           "unchanged; try another view or contact the data owner.")
+STUDIO_TABLE = ("Release #{id} is a table from the Release page ({name}), not a figure, so it "
+                "is not drawn here; the ledger keeps its record, and the Release page makes a "
+                "new one.")
 
 
 def _alert(text: str, colour: str = "warning") -> dbc.Alert:
@@ -347,6 +352,8 @@ def screen_for(services: Services, identity, trigger: Any, preset: Any, c: dict[
             rel = session.reopen(reopen, dataset_id=ds.id)
             if rel is None:
                 raise DPError("That release is not one of your role's on this dataset.")
+            if is_studio(rel.answer):
+                raise DPError(STUDIO_TABLE.format(id=rel.id, name=query_words(rel.answer)))
             look = _look(session, ds, [], c)
             screen = reopen_screen(services, session, rel, look.status)
             screen.preset = None
@@ -397,30 +404,18 @@ def screen_for(services: Services, identity, trigger: Any, preset: Any, c: dict[
     return screen
 
 
-ASK_SHARE = 0.25
-"""A one-click spend asks first above this share of what a non-owner has left."""
-
-
 def _asks_first(look: ScreenRead, role: Role) -> bool:
-    """Whether a preset would take more than a quarter of a non-owner's remaining budget."""
-    if role is Role.OWNER:
-        return False
-    left = _left(look)
-    cost = sum(getattr(q, "cost", 0.0) for q in look.quotes)
-    return left is not None and cost > ASK_SHARE * left
-
-
-def _left(look: ScreenRead) -> float | None:
-    status = look.status
-    left = [x for x in (status.role.remaining, status.user.remaining) if x is not None]
-    return min(left) if left else None
+    """Whether a preset would take more than a quarter of a non-owner's remaining budget
+    (the rule is the session's: ``services.session.asks_first``)."""
+    return asks_first(role, look.status, sum(getattr(q, "cost", 0.0) for q in look.quotes))
 
 
 def _ask_text(label: str, look: ScreenRead) -> str:
     cost = sum(getattr(q, "cost", 0.0) for q in look.quotes)
     return (f"{label} costs ε {cost:.3g}, more than a quarter of what your role has left "
-            f"(ε {_left(look):.3g}). Nothing is spent yet: press Release (ε {cost:.3g}) to "
-            "release it, or change a control (e.g. leave out the group that sets the price).")
+            f"(ε {left_of(look.status):.3g}). Nothing is spent yet: press Release "
+            f"(ε {cost:.3g}) to release it, or change a control (e.g. leave out the group "
+            "that sets the price).")
 
 
 def _same(quote: Any, req: ViewRequest, session: Session, ds) -> bool:

@@ -34,6 +34,25 @@ from services.views.queries import ViewRequest
 
 HISTORY = 2000
 """Newest releases of a dataset listed for the role (My releases, reopen, export)."""
+ASK_SHARE = 0.25
+"""Spend only on purpose: a one-click spend asks first above this share of what a non-owner
+has left (an Explore preset, a studio synthetic copy)."""
+
+
+def left_of(status: AccountStatus) -> float | None:
+    """What the caller may still spend on the dataset: the lesser of what its role and its
+    own limit have left (None: no limit)."""
+    left = [x for x in (status.role.remaining, status.user.remaining) if x is not None]
+    return min(left) if left else None
+
+
+def asks_first(role: Role, status: AccountStatus, cost: float) -> bool:
+    """Whether a spend of ``cost`` must be confirmed first: it would take more than
+    ``ASK_SHARE`` of what a non-owner (role or user) has left. The owner is never asked."""
+    if role is Role.OWNER:
+        return False
+    left = left_of(status)
+    return left is not None and cost > ASK_SHARE * left
 
 
 @dataclass

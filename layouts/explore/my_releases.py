@@ -14,6 +14,7 @@ from layouts import ids
 from layouts.components.accessible import field
 from layouts.components.figures import fmt
 from services.ledger.records import StoredRelease
+from services.studio.naming import is_studio
 from services.views.report import query_words
 
 MAX_ITEMS = 30
@@ -21,9 +22,12 @@ MAX_ITEMS = 30
 
 def _option_label(rel: StoredRelease, mine: bool) -> str:
     who = "you" if mine else f"a colleague ({rel.user})"
+    when = f"{rel.created_at:%Y-%m-%d %H:%M} UTC"
+    if is_studio(rel.answer):       # a studio table: its name says what it is and its ε
+        return f"{query_words(rel.answer)} · {who} · {when}"
     cost = f"ε {fmt(rel.epsilon)}" if rel.dp else "paper mode, not DP"
     return (f"{query_words(rel.answer)} · {NOISE_LABELS.get(rel.tier, rel.tier)} noise · "
-            f"{cost} · {who} · {rel.created_at:%Y-%m-%d %H:%M} UTC")
+            f"{cost} · {who} · {when}")
 
 
 def release_options(user: str, releases: list[StoredRelease]) -> list[dict]:

@@ -176,6 +176,7 @@ class StudioService:
                  if stage else "Measuring privacy and utility…")
             held["metrics"] = m = measure(ds.frame, held["copy"].frame, ds.schema, choices)
             return {"kind": "studio-record", "run_id": run_id, "dp": False,
+                    "dataset_title": ds.title or ds.id,
                     "mechanism": MECHANISM, "record_epsilon": float(rel.epsilon),
                     "kept": list(held["copy"].kept), "choices": choices_table(ds.schema,
                                                                                choices),

@@ -203,7 +203,8 @@ class SyntheticStudio:
                            noisy=_measurement_payload(m))
 
         def publish(_plan: ReleasePlan, _rel: Release) -> dict[str, Any]:
-            return self._answer(run_id, eps, charged, plan, domain, held["m"])
+            return {**self._answer(run_id, eps, charged, plan, domain, held["m"]),
+                    "dataset_title": ds.title or ds.id}
 
         served = self.ledger.release(release_plan, compute, publish, user=identity.user,
                                      channel=CHANNEL, rng=self._rng)

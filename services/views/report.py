@@ -15,6 +15,7 @@ from typing import Any
 from dp_engine.bands import NOISE_LABELS
 from services.csv_safe import rows_csv
 from services.ledger.records import StoredRelease
+from services.studio.naming import is_studio, studio_words
 
 REPORT_VERSION = 1
 STATISTICS = {"histogram": "histogram", "mean": "mean", "median": "median box plot",
@@ -25,7 +26,10 @@ CSV_HEADER = ["dataset", "dataset_version", "query", "group", "cell", "value", "
 
 
 def query_words(answer: Mapping[str, Any]) -> str:
-    """A stored answer's query in words, e.g. "mean of Age by PI-RADS score"."""
+    """A stored answer's query in words, e.g. "mean of Age by PI-RADS score"; a studio
+    table by what it is ("Per-record copy of … · ε …", ``services.studio.naming``)."""
+    if is_studio(answer):
+        return studio_words(answer)
     view = str(answer.get("view", ""))
     what = STATISTICS.get(view, view or "query")
     x = _plain(answer.get("x_label") or answer.get("x") or "?")
