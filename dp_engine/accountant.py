@@ -88,11 +88,6 @@ def _nonneg(value: object, name: str) -> float:
     return x
 
 
-def charge_value(value: object, name: str = "ε") -> float:
-    """A charge as stored: a finite number ≥ 0 (0 = free, e.g. a post-processed tier)."""
-    return _nonneg(value, name)
-
-
 class Accountant:
     """A budget (None = unlimited) and the ε charged against it so far, in memory."""
 

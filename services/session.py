@@ -157,7 +157,7 @@ class Session:
         when given), its delivery logged in the same transaction; None when it is not the
         role's (nothing logged)."""
         text = str(release_id)
-        if not text.isdigit() or len(text) > 18:
+        if not (text.isascii() and text.isdigit()) or len(text) > 18:   # past ID_MAX: none
             return None
         return self.ledger.deliver_own(int(text), user=self.identity.user, role=self.role,
                                        channel=channel, dataset_id=dataset_id)

@@ -186,11 +186,6 @@ class ColumnMetrics:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def dp_only(self) -> dict[str, Any]:
-        """What a role that may not see the original gets: the DP side alone."""
-        return {"name": self.name, "kind": self.kind, "mean_dp": self.mean_dp,
-                "std_dp": self.std_dp, "shares_dp": dict(self.shares_dp)}
-
 
 def numeric_metrics(name: str, original: Any, dp: Any, *, decimals: int = 0,
                     paired: bool = True) -> ColumnMetrics:

@@ -214,12 +214,6 @@ class _NoNoise(np.random.Generator):
         return np.zeros(size if size is not None else (), dtype=dtype)
 
 
-
-def epsilons_of(rel: Release) -> np.ndarray:
-    """ε per group of a release (NaN where withheld; one entry when ungrouped)."""
-    return _group_eps(rel, _n_groups(rel))
-
-
 def relabel(rel: Release, epsilon: Any) -> Release:
     """``rel`` described at a new ε per group: each component's scale grows by ε_old/ε_new
     and its ε share shrinks by the same ratio, as every sound mechanism's does (their noise

@@ -124,18 +124,6 @@ def _numeric_array(values: Any, what: str) -> np.ndarray:
     )
 
 
-def numeric_values(values: Any, what: str = "The values") -> np.ndarray:
-    """1-D float64 values with missing entries dropped; EmptyDataError if none remain."""
-    arr = np.ravel(_numeric_array(values, what))
-    if arr.size and np.isnan(arr.min()):  # one reduction detects any NaN
-        arr = arr[~np.isnan(arr)]
-    if arr.size == 0:
-        raise EmptyDataError(
-            f"{what} contain no usable (non-missing) value; choose another column or filter."
-        )
-    return arr
-
-
 def finite_array(value: Any, what: str = "The value") -> np.ndarray:
     """Numeric value(s) to perturb, as float64, all finite (a mechanism cannot drop entries)."""
     arr = np.atleast_1d(_numeric_array(value, what))

@@ -21,12 +21,6 @@ def present_counts(frame: pd.DataFrame) -> dict[str, int]:
     return {str(name): int(n) for name, n in frame.notna().sum().items()}
 
 
-def add_counts(total: dict[str, int], part: Mapping[str, int]) -> None:
-    """Add one part's per-column counts into ``total`` (in place)."""
-    for name, n in part.items():
-        total[name] = total.get(name, 0) + int(n)
-
-
 def check_counts(parsed: Mapping[str, int], stored: Mapping[str, int], parsed_rows: int,
                  stored_rows: int, filename: str) -> None:
     """Refuse (DatasetError) unless the store holds every row and every value parsed."""

@@ -28,6 +28,10 @@ SCHEMA_VERSION = 4
 metadata = MetaData()
 """No schema here: a deployment may map one at run time (schema_translate_map)."""
 
+ID_MAX = 2**31 - 1
+"""The largest row id: ids are INTEGER (int4 on PostgreSQL), drawn by the database from 1 up,
+so a larger number (from a URL or a form) names no row and is never sent to the database."""
+
 releases = Table(
     "ledger_releases", metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),

@@ -23,6 +23,7 @@ from services.ledger import db as ledger_db
 from services.ledger import door, policy_store, reports
 from services.ledger.db import Database, aware
 from services.ledger.migrate import create_or_migrate
+from services.ledger.models import ID_MAX
 from services.ledger.models import budgets as _BUDGETS
 from services.ledger.models import datasets as _DATASETS
 from services.ledger.models import deliveries as _DELIVERIES
@@ -206,7 +207,7 @@ class Ledger:
         ``dataset_id`` when given; differentially private ones only with ``only_dp``), in the
         order asked, each delivery to ``user`` logged in the same transaction (one for all);
         the others are left out and nothing is logged for them."""
-        ids = [int(i) for i in release_ids]
+        ids = [int(i) for i in release_ids if 0 < int(i) <= ID_MAX]
         if not ids:
             return []
         at = ledger_db.now()
@@ -310,6 +311,8 @@ class Ledger:
 
     def served(self, release_id: int) -> StoredRelease | None:
         """One served release by its id, or None (read only: no delivery is logged)."""
+        if not 0 < int(release_id) <= ID_MAX:
+            return None
         with self.db.tx(write=False) as conn:
             row = conn.execute(select(_RELEASES).where(
                 _RELEASES.c.id == int(release_id))).mappings().first()

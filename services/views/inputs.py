@@ -105,14 +105,6 @@ def pilot_spec(dataset: Any, column: str) -> InternalSpec:
                         title=f"a DP pilot histogram of {schema.column(column).display}")
 
 
-def grouping_columns(schema: Schema) -> list[str]:
-    """Every column a view may be grouped by (the Explore page's grouping list)."""
-    from services.views.queries import GROUPABLE_KINDS
-
-    return [c.name for c in schema.columns if c.kind in GROUPABLE_KINDS and c.queryable
-            and c.categories]
-
-
 def calibration_specs(dataset: Any) -> list[InternalSpec]:
     """The reserved calibration of a dataset version, drawn once when it is confirmed or first
     used and charged to no role: the DP number of records and a pooled pilot of every numeric

@@ -52,8 +52,7 @@ class Preview:
     """A simulated answer and the quote of the real release (what it would cost now).
 
     ``cost``: ε the release would take from the role's budget (0 when already released to the
-    role: it opens free); ``budget_after``: the role's spend after it; ``refusal``: the message
-    a release would be refused with now.
+    role: it opens free); ``refusal``: the message a release would be refused with now.
     """
 
     answer: ViewAnswer
@@ -65,14 +64,6 @@ class Preview:
     priced: bool = True              # False: the grouping's sizes must be priced first
     pricing_cost: float = 0.0        # ε pricing the grouping takes from the role's budget
     bound: float | None = None       # the most the view can cost once priced (the ceiling)
-
-    @property
-    def budget_after(self) -> float:
-        return self.status.role.spent + self.cost
-
-    @property
-    def user_after(self) -> float:
-        return self.status.user.spent + self.cost
 
 
 def seed_for(req: ViewRequest, schema: Schema) -> int:

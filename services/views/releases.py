@@ -4,10 +4,9 @@ For a request shown at tier t (the noise factor of the role it is shown at), ``a
 builds the view's plan from public metadata, binds the data seam (the data source's
 aggregates — computed where the data lives — are read only if the ledger has to draw
 something; paper mode reads a capped row sample) and hands both to ``Ledger.release``, which
-serves the
-paying role's stored answer or prices, checks, computes and records a new one (see
+serves the paying role's stored answer or prices, checks, computes and records a new one (see
 services/ledger/door.py). Tiers nest: the collaborator's answer is the owner-tier answer plus
-independent noise (DESIGN.md). Raw noisy sums stay in the ledger's tier store; only the
+independent noise (docs/accounting.md). Raw noisy sums stay in the ledger's tier store; only the
 post-processed public answer ever reaches a callback.
 """
 

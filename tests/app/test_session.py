@@ -9,6 +9,8 @@ and on PostgreSQL.
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -17,6 +19,7 @@ from layouts import ids
 from services.identity.roles import Role
 from services.identity.session import Identity
 from services.ledger.audit import check_invariants
+from services.ledger.models import ID_MAX
 from services.session import Session
 from services.views.queries import ViewRequest
 from tests.app.conftest import SessionAs
@@ -81,15 +84,18 @@ def test_a_screen_takes_one_read_and_spends_through_the_door(counted):
     assert check_invariants(services.ledger) == []
 
 
-def test_a_foreign_release_id_is_refused_and_logs_nothing(counted):
+def test_a_foreign_release_id_is_refused_and_logs_nothing(counted, caplog):
     app, services, _ = counted
     owner = Identity("olga", Role.OWNER, True)
     req = ViewRequest("pirads", "mean", "Age", None, "sound", Role.OWNER)
     (_, rid, _), = Session(services, owner).serve(services.registry.get("pirads"), [req])
     carl = Session(services, Identity("carl", Role.COLLABORATOR, True))
-    for forged in (rid, str(rid), f"{rid} ", "1e3", "-1", 10**30, None, "../1"):
+    past = ("9" * 18, str(ID_MAX + 1), 2**63 - 1, "0")     # no row has them (int4 ids)
+    for forged in (rid, str(rid), f"{rid} ", "1e3", "-1", 10**30, None, "../1", "²", *past):
         assert carl.reopen(forged) is None and carl.export(forged, "csv") is None
+    assert services.ledger.served(2**63 - 1) is None
     assert _deliveries(services) == []
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
 def _deliveries(services) -> list:

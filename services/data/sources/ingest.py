@@ -71,15 +71,6 @@ class HashingReader(io.RawIOBase):
         return self.sha.hexdigest()[:16]
 
 
-def file_version(path: Path) -> str:
-    """First 16 hex digits of the SHA-256 of a file, read in blocks."""
-    sha = hashlib.sha256()
-    with Path(path).open("rb") as fh:
-        while chunk := fh.read(HASH_BLOCK):
-            sha.update(chunk)
-    return sha.hexdigest()[:16]
-
-
 @dataclass(frozen=True)
 class Ingested:
     """A dataset stored as Parquet parts: where, which version, its schema and load report."""
