@@ -197,13 +197,20 @@ def services_of(app: Dash) -> Services:
 _default: Dash | None = None
 
 
+def _warm_figures() -> None:
+    """Load plotly's figure validators once, off the first visitor's request."""
+    import plotly.graph_objects as go
+
+    go.Figure(go.Bar(x=[1, 2], y=[3, 4])).to_plotly_json()
+
+
 def __getattr__(name: str) -> Any:
     """Module-level ``app`` / ``server``, built on first access (gunicorn app:server)."""
     global _default
     if name in ("app", "server"):
         if _default is None:
             _default = create_app()
-            warmup.start(services_of(_default))      # a served app: warm its first figure
+            warmup.start(services_of(_default), _warm_figures)  # a served app: its first figure
         return _default if name == "app" else _default.server
     raise AttributeError(name)
 

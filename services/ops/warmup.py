@@ -17,16 +17,16 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 log = logging.getLogger(__name__)
 
 
 def warm_engine() -> float:
-    """Import and run once the engine and figure paths of a first view; seconds taken."""
+    """Import and run once the engine paths of a first view; seconds taken."""
     start = time.perf_counter()
     import numpy as np
-    import plotly.graph_objects as go
     from scipy import special  # noqa: F401 - the count model's Gamma quantiles
 
     from dp_engine.sound import plan_tiers
@@ -41,25 +41,30 @@ def warm_engine() -> float:
     plan_tiers("histogram", scales, bins=np.linspace(0.0, 100.0, 11))
     plan_tiers("mean", scales)
     plan_tiers("quantiles", scales)
-    go.Figure(go.Bar(x=[1, 2], y=[3, 4])).to_plotly_json()
     return time.perf_counter() - start
 
 
-def warm(services: Any) -> None:
-    """The warm-up itself (the thread's body): never raises, logs what it did."""
+def warm(services: Any, figures: Callable[[], None] | None = None) -> None:
+    """The warm-up itself (the thread's body): never raises, logs what it did.
+
+    ``figures`` warms the web layer's figure code (the core imports no plotting library).
+    """
     try:
         offload = getattr(getattr(services, "releases", None), "offload", None)
         if offload is not None:
             offload.warm()                   # the child starts and warms in parallel
         took = warm_engine()
+        if figures is not None:
+            figures()
         log.info("Warm-up done in %.1f s (engine, figures%s).", took,
                  ", offload child starting" if offload is not None else "")
     except Exception:  # noqa: BLE001 - a failed warm-up only leaves the first view slower
         log.warning("Warm-up failed; the first view will be slower.", exc_info=True)
 
 
-def start(services: Any) -> threading.Thread:
+def start(services: Any, figures: Callable[[], None] | None = None) -> threading.Thread:
     """Run ``warm`` in a daemon thread; returns it (tests and benches may join it)."""
-    thread = threading.Thread(target=warm, args=(services,), name="warm-up", daemon=True)
+    thread = threading.Thread(target=warm, args=(services, figures), name="warm-up",
+                              daemon=True)
     thread.start()
     return thread
