@@ -55,3 +55,20 @@ def test_edge_sizes(n):
     rows = generate.generate(5, n)
     assert len(rows) == n and all(len(r) == len(generate.COLUMNS) for r in rows)
     assert len({r[0] for r in rows}) == n
+
+
+def test_the_generator_records_what_it_wrote(tmp_path, monkeypatch):
+    """The counts a benchmark checks its data against: rows and values present per column,
+    over several blocks, equal to the CSV's own (a missing cell is '', 'n/a' or 'NA')."""
+    monkeypatch.setattr(generate, "CHUNK_ROWS", 1_000)
+    out = tmp_path / "c.csv"
+    generate.write_csv(out, 5, 2_500)
+    record = generate.expected_counts(out, 5, 2_500)
+    frame = pd.read_csv(out, dtype=str, keep_default_na=False)
+    present = {c: int((~frame[c].isin(generate.MISSING_CELLS)).sum()) for c in frame.columns}
+    assert record["rows"] == len(frame) == 2_500 and record["present"] == present
+    assert 0 < present["Gleason score"] < present["Age"] < 2_500
+    generate.counts_path(out).unlink()                  # counted again from the seeded blocks
+    assert generate.expected_counts(out, 5, 2_500) == record
+    assert generate.counts_path(out).exists()
+    assert generate.expected_counts(out, 6, 2_500)["present"] != present   # another seed
