@@ -19,12 +19,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from layouts.explore.page import group_options
 from services.data.registry import SAMPLE_SCHEMA, read_schema_file
 from services.data.sources import duckdb_source
 from services.data.sources.duckdb_source import DuckDBSource
-from services.data.sources.large import open_large_csv, view_column_sets
+from services.data.sources.large import grouping_columns, open_large_csv, view_column_sets
 from services.data.sources.query import AggregateQuery as Q
-from services.views.inputs import grouping_columns
 
 ROOT = Path(__file__).resolve().parents[2]
 ROWS = 3_000
@@ -46,7 +46,8 @@ def _views(schema) -> list:
             Q.moments(schema, "Age", "Therapy"),
             Q.moments(schema, "Gleason score", squares=True),
             Q.candidates(schema, "Age", "BPH"),
-            Q.histogram(schema, "Therapy", "BPH")]
+            Q.histogram(schema, "Therapy", "BPH"),
+            Q.count(schema)]                      # the DP count: any table's counts sum to n
 
 
 def _same(a, b) -> None:
@@ -91,6 +92,7 @@ def test_load_builds_every_view_column_set(loaded):
     big, _, schema = loaded
     sets = view_column_sets(schema)
     groups = grouping_columns(schema)
+    assert groups == [o["value"] for o in group_options(schema)[1:]]   # the Explore list
     views = [c.name for c in schema.queryable_columns()]
     expected = {(c,) for c in views} | {tuple(sorted((c, g))) for c in views for g in groups
                                          if g != c}
@@ -111,6 +113,7 @@ def test_first_request_after_load_reads_the_tables_and_equals_the_data(loaded, m
     for query in _views(schema):
         _same(fresh.aggregate(query), raw.aggregate(query))
     assert spy.statements and not spy.read_data()
+    assert fresh.row_count() == raw.row_count() == ROWS
     fresh.close()
 
 

@@ -123,8 +123,10 @@ class DuckDBSource(SqlSource):
         columns a query reads contribute equally, so summing (value combination x count)
         gives the same integers. Skipped when the combinations are too many to save work.
         """
-        if self.precompute_dir is None or not columns:
+        if self.precompute_dir is None:
             return None
+        if not columns:   # the number of records: any kept table's counts sum to it
+            return next((p for p in list(self._compact.values()) if p is not None), None)
         key = tuple(sorted(columns))
         if key in self._compact:
             return self._compact[key]

@@ -114,8 +114,6 @@ def view_column_sets(schema: Schema) -> list[tuple[str, ...]]:
     None when a patient column bounds each patient's rows: those views also read the
     patient's id, whose combinations are as many as the patients (never compact).
     """
-    from services.views.inputs import grouping_columns  # services.views imports this module
-
     if schema.patient_column is not None:
         return []
     groups = grouping_columns(schema)
@@ -128,6 +126,15 @@ def view_column_sets(schema: Schema) -> list[tuple[str, ...]]:
     return list(sets)
 
 
+def grouping_columns(schema: Schema) -> list[str]:
+    """Every column a view may be grouped by: the Explore page's grouping list
+    (``layouts/explore/page.py`` ``group_options``): public categories of a groupable kind."""
+    from services.views.queries import GROUPABLE_KINDS  # services.views imports this module
+
+    return [c.name for c in schema.queryable_columns()
+            if c.kind in GROUPABLE_KINDS and c.categories]
+
+
 def precompute_views(source: DataSource, schema: Schema) -> Precomputed:
     """The compact tables of the schema's views, built at load (a DuckDB source keeps them
     per dataset version); a failure leaves the views to read the data, as before."""
@@ -135,8 +142,6 @@ def precompute_views(source: DataSource, schema: Schema) -> Precomputed:
     if build is None:
         return Precomputed()
     try:
-        from services.views.inputs import grouping_columns
-
         few = [] if schema.patient_column is not None else grouping_columns(schema)
         done = build(view_column_sets(schema), few)
     except (duckdb.Error, OSError) as exc:
