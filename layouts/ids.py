@@ -178,3 +178,6 @@ ST_SYN_DL_CSV = "studio-synthetic-download-csv"
 ST_SYN_DL_JSON = "studio-synthetic-download-json"
 ST_SYN_DL_HTML = "studio-synthetic-download-html"
 ST_SYN_DOWNLOAD = "studio-synthetic-download"
+ST_SYN_CONFIRM = "studio-synthetic-confirm"   # "Spend ε …": a large spend, confirmed
+ST_SYN_CONFIRM_BOX = "studio-synthetic-confirm-box"  # shown only while a spend asks first
+ST_SYN_PENDING = "studio-synthetic-pending"   # dcc.Store: the request the confirm is for

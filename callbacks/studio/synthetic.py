@@ -22,6 +22,7 @@ from layouts.studio import page as base
 from layouts.studio import synthetic as layout
 from services.identity import access
 from services.studio.model_check import binary_targets
+from services.studio.service import AskFirst
 from services.studio.synthetic import GUARANTEE, check_epsilon
 
 PROGRESS_NAME = "Progress of the synthetic copy"
@@ -78,13 +79,15 @@ def register_callbacks(app, services) -> None:
     """Bind the synthetic copy's callbacks to ``app``."""
     buttons = (ids.ST_SYN_DL_CSV, ids.ST_SYN_DL_JSON, ids.ST_SYN_DL_HTML)
 
-    @app.callback(Output(ids.ST_SYN_RUN, "children"), Input(ids.ST_SYN_EPS, "value"),
-                  prevent_initial_call=True)
+    @app.callback(Output(ids.ST_SYN_RUN, "children"),
+                  Output(ids.ST_SYN_CONFIRM_BOX, "hidden", allow_duplicate=True),
+                  Input(ids.ST_SYN_EPS, "value"), prevent_initial_call=True)
     def _label(epsilon):
+        """The button's price follows ε; a pending confirmation is for the old ε: gone."""
         try:
-            return layout.run_label(check_epsilon(epsilon))
+            return layout.run_label(check_epsilon(epsilon)), True
         except DPError:
-            return layout.run_label(None)
+            return layout.run_label(None), True
 
     @app.callback(Output(ids.ST_SYN_COLUMNS, "options"), Output(ids.ST_SYN_COLUMNS, "value"),
                   Output(ids.ST_SYN_SKIPPED, "children"),
@@ -109,22 +112,33 @@ def register_callbacks(app, services) -> None:
         Output(ids.ST_SYN_JOB, "data"), Output(ids.ST_SYN_POLL, "disabled"),
         Output(ids.ST_SYN_PROGRESS, "children"), Output(ids.ST_SYN_MESSAGE, "children"),
         Output(ids.ST_SYN_RESULTS, "children"), *[Output(b, "disabled") for b in buttons],
-        Input(ids.ST_SYN_RUN, "n_clicks"), State(ids.ST_SYN_DATASET, "value"),
-        State(ids.ST_SYN_EPS, "value"), State(ids.ST_SYN_COLUMNS, "value"),
+        Output(ids.ST_SYN_CONFIRM, "children"),
+        Output(ids.ST_SYN_CONFIRM_BOX, "hidden"), Output(ids.ST_SYN_PENDING, "data"),
+        Input(ids.ST_SYN_RUN, "n_clicks"), Input(ids.ST_SYN_CONFIRM, "n_clicks"),
+        State(ids.ST_SYN_DATASET, "value"), State(ids.ST_SYN_EPS, "value"),
+        State(ids.ST_SYN_COLUMNS, "value"), State(ids.ST_SYN_PENDING, "data"),
         State({"type": ids.ST_SYN_OWNER, "index": ALL}, "value"), prevent_initial_call=True)
-    def _make(_clicks, dataset_id, epsilon, columns, _owner):
-        """Check the request, then queue it and start polling (nothing charged on refusal)."""
+    def _make(_clicks, _confirm, dataset_id, epsilon, columns, pending, _owner):
+        """Check the request, then queue it and start polling (nothing charged on refusal).
+        A large spend of a non-owner asks first: the price on a confirm button, which
+        queues exactly the request it was shown for."""
         identity = services.identity.current()
         target, compare = _owner_options() if access.is_owner(identity) else (None, False)
+        request = {"dataset": str(dataset_id), "epsilon": epsilon, "columns": columns}
+        confirmed = ctx.triggered_id == ids.ST_SYN_CONFIRM and pending == request
+        unchanged = (no_update,) * 3           # the three download buttons
         try:
             token = services.studio.start_synthetic(
                 identity, str(dataset_id), epsilon, columns=_columns(columns), target=target,
-                compare=compare)
+                compare=compare, confirmed=confirmed)
+        except AskFirst as exc:
+            return (no_update, no_update, None, base.message(str(exc), "info"), no_update,
+                    *unchanged, layout.confirm_label(exc.price), False, request)
         except DPError as exc:
             return (no_update, no_update, None, base.message(str(exc)), no_update,
-                    no_update, no_update, no_update)
+                    *unchanged, no_update, True, None)
         return (token, False, started(services.studio.job(identity, token), PROGRESS_NAME),
-                None, None, True, True, True)
+                None, None, True, True, True, no_update, True, None)
 
     @app.callback(Output(ids.ST_SYN_PROGRESS, "children", allow_duplicate=True),
                   Output(ids.ST_SYN_RESULTS, "children", allow_duplicate=True),

@@ -36,6 +36,11 @@ def run_label(epsilon: Any) -> str:
     return f"Make synthetic copy (ε {fmt(epsilon) if isinstance(epsilon, float) else '…'})"
 
 
+def confirm_label(price: float | None) -> str:
+    """The confirm button of a spend that asked first: its exact price on it."""
+    return f"Spend ε {price:.3g}: make the copy" if price is not None else "Spend ε …"
+
+
 def skipped_text(skipped: Mapping[str, str]) -> str:
     if not skipped:
         return ""
@@ -91,6 +96,8 @@ def section(datasets: Sequence[tuple[str, str]], first: str,
     body += [
         html.Div([
             dbc.Button(run_label(DEFAULT_EPSILON), id=ids.ST_SYN_RUN, color="primary"),
+            html.Div(dbc.Button(confirm_label(None), id=ids.ST_SYN_CONFIRM, color="warning"),
+                     id=ids.ST_SYN_CONFIRM_BOX, hidden=True),
             dbc.Button("Download synthetic CSV", id=ids.ST_SYN_DL_CSV, color="secondary",
                        disabled=True),
             dbc.Button("Report (JSON)", id=ids.ST_SYN_DL_JSON, color="secondary",
@@ -100,6 +107,7 @@ def section(datasets: Sequence[tuple[str, str]], first: str,
         ], className="d-flex flex-wrap gap-2 my-3"),
         dcc.Download(id=ids.ST_SYN_DOWNLOAD),
         dcc.Store(id=ids.ST_SYN_JOB),
+        dcc.Store(id=ids.ST_SYN_PENDING),
         base.poll(ids.ST_SYN_POLL),
         html.Div(id=ids.ST_SYN_MESSAGE, role="status"),
         html.Div(id=ids.ST_SYN_PROGRESS),

@@ -45,7 +45,9 @@ from services.identity import access
 from services.identity.roles import Role
 from services.ledger.plan import ReleaseKey, ReleasePlan
 from services.ledger.store import Ledger
+from services.session import asks_first, left_of
 from services.studio import jobs, pgm
+from services.studio.accounting import opendp_epsilon
 from services.studio.measures import measure, metrics_dict
 from services.studio.outcomes import (
     StudioRun,
@@ -99,6 +101,17 @@ def choices_table(schema: Schema, choices: Sequence[ColumnChoice]) -> list[dict[
                      "sensitivity_mode": c.sensitivity.value if c.technique.numeric else None,
                      "private": c.technique is not Technique.KEEP})
     return rows
+
+
+class AskFirst(DPError):
+    """A spend to confirm before it is made: its exact price and what the caller has left."""
+
+    def __init__(self, price: float, left: float | None) -> None:
+        self.price, self.left = float(price), left
+        super().__init__(
+            f"This synthetic copy costs ε {self.price:.3g}, more than a quarter of what your "
+            f"role has left (ε {left if left is not None else float('inf'):.3g}). Nothing is "
+            f"spent yet: press 'Spend ε {self.price:.3g}' to make it, or lower ε.")
 
 
 class StudioService:
@@ -251,14 +264,24 @@ class StudioService:
 
     def start_synthetic(self, identity, dataset_id: str, epsilon: Any, *,
                         columns: Sequence[str] | None = None, target: str | None = None,
-                        compare: bool = False) -> str:
+                        compare: bool = False, confirmed: bool = False) -> str:
         """Check a synthetic-copy request and queue it (any signed-in role); returns the
         job's token. For the owner the job adds the metrics, the model check on ``target``
-        and, with ``compare``, a per-record copy at the same total ε (charged as such)."""
+        and, with ``compare``, a per-record copy at the same total ε (charged as such).
+
+        Spend only on purpose: unless ``confirmed``, a copy whose price would take more than
+        a quarter of what a non-owner's role (or user) has left raises ``AskFirst`` with the
+        price (the session's rule, ``services.session.asks_first``); nothing is queued."""
         studio = SyntheticStudio(self.registry, self.ledger, self._rng,
                                  iters=self.synthetic_iters)
-        ds, eps, _domain, _plan = studio.check(identity, dataset_id, epsilon, columns)
+        ds, eps, _domain, plan = studio.check(identity, dataset_id, epsilon, columns)
         owner = access.is_owner(identity)
+        if not confirmed and not owner:
+            price = opendp_epsilon(plan)
+            status = self.ledger.status(role=identity.role, dataset_id=ds.id,
+                                        user=identity.user)
+            if asks_first(identity.role, status, price):
+                raise AskFirst(price, left_of(status))
 
         def work(progress: jobs.Progress) -> tuple[dict[str, Any], str | None]:
             r = studio.synthesize(identity, ds.id, eps, columns=columns,
