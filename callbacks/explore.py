@@ -23,7 +23,7 @@ from dp_engine.bands import NOISE_LABELS
 from dp_engine.errors import BudgetExceededError, DPError
 from layouts import ids
 from layouts.components.accessible import chart
-from layouts.components.figures import build
+from layouts.components.figures import build, caption
 from layouts.explore import page
 from layouts.explore import panel as panels
 from layouts.explore import preview as previews
@@ -69,9 +69,11 @@ def _alert(text: str, colour: str = "warning") -> dbc.Alert:
     return dbc.Alert(text, color=colour, className="py-2")
 
 
-def _graph(fig, index: int | str) -> html.Div:
-    """The chart and its data table (the text alternative: the figure's own DP numbers)."""
-    return chart(fig, {"type": ids.EX_GRAPH, "index": str(index)}, className="dp-graph")
+def _graph(fig, index: int | str, ans: ViewAnswer) -> html.Div:
+    """The chart, what its marks mean (text that wraps on any screen) and its data table
+    (the text alternative: the figure's own DP numbers)."""
+    return chart(fig, {"type": ids.EX_GRAPH, "index": str(index)}, className="dp-graph",
+                 note=caption(ans))
 
 
 @dataclass
@@ -201,7 +203,7 @@ def _released_chart(services: Services, a: ViewAnswer, rid: int | None, granted:
     compact = index != "main"
 
     def draw() -> list:
-        return [_graph(build(a, compact=compact), index),
+        return [_graph(build(a, compact=compact), index, a),
                 *([figure_tools(rid)] if rid is not None else [])]
 
     if rid is None:
@@ -259,11 +261,12 @@ def preview_screen(services: Services, session: Session, ds, look: ScreenRead) -
     if len(shown) > 1:
         graphs = [previews.banner(),
                   dbc.Row([dbc.Col(_graph(previews.mark(build(p.answer, compact=True)),
-                                          f"preview-{i}"),
+                                          f"preview-{i}", p.answer),
                                    xl=4, xs=12) for i, p in enumerate(shown)], className="g-2")]
         row = ROW + " compare"
     else:
-        graphs = [previews.banner(), _graph(previews.mark(build(shown[0].answer)), "preview")]
+        graphs = [previews.banner(), _graph(previews.mark(build(shown[0].answer)), "preview",
+                                                 shown[0].answer)]
         row = ROW
     refusal = previews.refusal(shown)
     note = refusal or "Nothing spent yet: the chart is a simulated preview."

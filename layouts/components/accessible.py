@@ -166,14 +166,16 @@ def chart_table(table: Any, table_id: str | None = None) -> html.Details:
 
 
 def chart(figure: Any, graph_id: str | dict, table: Any = None, *,
-          table_id: str | None = None, **graph_props: Any) -> html.Div:
+          table_id: str | None = None, note: Any = None, **graph_props: Any) -> html.Div:
     """A ``dcc.Graph`` followed by its text alternative (``figure_table`` unless given).
 
     ``graph_props`` go to the graph (className, ...); the config is always the app's one
-    ``GRAPH_CONFIG`` (nothing leaves the machine). A callback that redraws the figure returns
-    a new ``figure_table`` to ``table_id`` as well.
+    ``GRAPH_CONFIG`` (nothing leaves the machine). ``note``: text under the chart (what its
+    marks mean), HTML so that it wraps on any screen. A callback that redraws the figure
+    returns a new ``figure_table`` to ``table_id`` as well.
     """
     table = table if table is not None else figure_table(figure)
     graph_props.pop("config", None)
+    notes = [html.P(note, className="chart-note small mb-1")] if note else []
     return html.Div([dcc.Graph(id=graph_id, figure=figure, config=GRAPH_CONFIG, **graph_props),
-                     chart_table(table, table_id)], className="chart")
+                     *notes, chart_table(table, table_id)], className="chart")
