@@ -23,7 +23,7 @@ from dp_engine.bands import NOISE_LABELS
 from dp_engine.errors import BudgetExceededError, DPError
 from layouts import ids
 from layouts.components.accessible import chart
-from layouts.components.figures import build, caption
+from layouts.components.figures import build, caption, shared_range
 from layouts.explore import page
 from layouts.explore import panel as panels
 from layouts.explore import preview as previews
@@ -197,26 +197,28 @@ def _look(session: Session, ds, reqs: list[ViewRequest], c: dict[str, Any]) -> S
 # ---- the ways to fill the screen ---------------------------------------------------------
 
 def _released_chart(services: Services, a: ViewAnswer, rid: int | None, granted: Role,
-                    index: int | str) -> Any:
+                    index: int | str, value_range: tuple[float, float] | None = None) -> Any:
     """A stored release's chart, data table and export buttons: drawn once per app and
-    release (it never changes), then sent as the same JSON each time it is opened."""
+    release (it never changes; compared, once per shared axis range), then sent as the same
+    JSON each time it is opened."""
     compact = index != "main"
 
     def draw() -> list:
-        return [_graph(build(a, compact=compact), index, a),
+        return [_graph(build(a, compact=compact, value_range=value_range), index, a),
                 *([figure_tools(rid)] if rid is not None else [])]
 
     if rid is None:
         return draw()
     rendered = _RENDERED.setdefault(services.ledger, RenderCache())
-    return rendered.get((rid, granted.value, index), draw)
+    return rendered.get((rid, granted.value, index, value_range), draw)
 
 
 def _released_screen(services: Services, answers: list[tuple[ViewAnswer, int | None]],
                      granted: Role) -> Screen:
     spent = sum(a.epsilon_charged for a, _ in answers)
-    if len(answers) > 1:
-        graphs = dbc.Row([dbc.Col(_released_chart(services, a, rid, granted, a.tier),
+    if len(answers) > 1:        # compared tiers share their value axis: one scale
+        shared = shared_range([a for a, _ in answers])
+        graphs = dbc.Row([dbc.Col(_released_chart(services, a, rid, granted, a.tier, shared),
                                   xl=4, xs=12) for a, rid in answers], className="g-2")
         panel = panels.compare_panel([a for a, _ in answers], granted)
         row = ROW + " compare"
@@ -259,8 +261,10 @@ def preview_screen(services: Services, session: Session, ds, look: ScreenRead) -
                      internals=look.internals)
              for r, p, q in zip(look.requests, look.plans, look.quotes, strict=True)]
     if len(shown) > 1:
+        shared = shared_range([p.answer for p in shown])
         graphs = [previews.banner(),
-                  dbc.Row([dbc.Col(_graph(previews.mark(build(p.answer, compact=True)),
+                  dbc.Row([dbc.Col(_graph(previews.mark(build(p.answer, compact=True,
+                                                              value_range=shared)),
                                           f"preview-{i}", p.answer),
                                    xl=4, xs=12) for i, p in enumerate(shown)], className="g-2")]
         row = ROW + " compare"
@@ -395,6 +399,8 @@ def screen_for(services: Services, identity, trigger: Any, preset: Any, c: dict[
                 if trigger == ids.EX_DATASET:
                     screen.controls = {k: c[k] for k in ("x", "group")}
                 screen.preset = matching_preset(identity, preset, c)
+                if len(reqs) > 1 and c.get("mechanism") == "paper":
+                    screen.message = _alert(panels.COMPARE_MODE, "info")
         screen.preset_options = preset_options(look.preset_quotes, served)
         screen.reopen_options = release_options(identity.user, look.mine)
     except BudgetExceededError as exc:

@@ -245,6 +245,43 @@ FIGURES = {"histogram": histogram, "bars": bars, "box": box}
 """Figure builders by the kind a view plan names (``ViewAnswer.figure``)."""
 
 
-def build(ans: ViewAnswer, compact: bool = False) -> Figure:
-    """The figure of an answer, of the kind its view plan chose."""
-    return FIGURES[ans.figure](ans, compact)
+VALUE_AXIS = {"histogram": "yaxis", "bars": "xaxis", "box": "yaxis"}
+"""The axis that carries the released values, by figure kind (bars are horizontal)."""
+RANGE_PAD = 0.05
+"""Share of the span left free beyond the largest (and smallest) value drawn."""
+
+
+def shared_range(answers: list[ViewAnswer]) -> tuple[float, float] | None:
+    """One range for the value axis of several answers drawn side by side (compare mode),
+    so that equal heights mean equal values: it holds every shown value and interval end
+    (and zero, where bars start). None when nothing is shown or the kinds differ."""
+    kinds = {a.figure for a in answers}
+    if len(kinds) != 1:
+        return None
+    points: list[float] = []
+    for a in answers:
+        for g in range(len(a.groups)):
+            if is_withheld(a, g):
+                continue
+            for row in (a.values, a.ci_low, a.ci_high):
+                if g < len(row):
+                    points += [float(v) for v in row[g] if v is not None and math.isfinite(v)]
+    if not points:
+        return None
+    lo, hi = min(points), max(points)
+    if kinds != {"box"}:
+        lo, hi = min(lo, 0.0), max(hi, 0.0)
+    pad = RANGE_PAD * ((hi - lo) or abs(hi) or 1.0)
+    return (lo if lo == 0.0 else lo - pad, hi + pad)
+
+
+def build(ans: ViewAnswer, compact: bool = False,
+          value_range: tuple[float, float] | None = None) -> Figure:
+    """The figure of an answer, of the kind its view plan chose; ``value_range``: a fixed
+    range for its value axis (``shared_range`` of the figures it is compared with)."""
+    fig = FIGURES[ans.figure](ans, compact)
+    if value_range is not None:
+        axis = fig["layout"][VALUE_AXIS[ans.figure]]
+        axis.update(range=[value_range[0], value_range[1]], autorange=False)
+        axis.pop("rangemode", None)
+    return fig

@@ -175,6 +175,21 @@ def test_compare_mode_shows_three_panels(dash_duo, tmp_path):
         GRAPH)
     assert [("low" in t, "medium" in t, "high" in t) for t in titles] == [
         (True, False, False), (False, True, False), (False, False, True)]
+    ranges = dash_duo.driver.execute_script(
+        "return [...document.querySelectorAll(arguments[0])].map(g => g.layout.yaxis.range);",
+        GRAPH)
+    assert ranges[0] == ranges[1] == ranges[2], ranges                 # one scale
+    # compact: the panel right under the tiles (not under the tall controls column), and
+    # no legend, title or caption text over another
+    gap = dash_duo.driver.execute_script(
+        "const g = document.querySelector('.graphs-col').getBoundingClientRect();"
+        "const p = document.querySelector('.panel-col').getBoundingClientRect();"
+        "return [p.top - g.bottom, p.left - g.left];")
+    assert 0 <= gap[0] < 48 and abs(gap[1]) < 2, gap
+    from tests.e2e.layout_checks import text_problems
+
+    tiles = text_problems(dash_duo.driver, [f"#{ids.EX_GRAPHS} .dp-graph"])
+    assert [o for o in tiles["overlaps"] if "PREVIEW" not in o] == [], tiles["overlaps"]
     dash_duo.driver.execute_script(
         "document.activeElement.blur(); window.scrollTo(0, 0);"
         "document.documentElement.scrollTop = 0;")
