@@ -461,6 +461,22 @@ def export(services: Services, kind: str, release_id: Any):
     return dcc.send_string(body, name, type=media)
 
 
+FOCUS_RESULT = """
+function (_children, clicks, seen) {
+    if (!clicks || clicks === seen) { return window.dash_clientside.no_update; }
+    window.requestAnimationFrame(function () {
+        const active = document.activeElement;
+        const result = document.getElementById("GRAPHS_ID");
+        if (result && (!active || active === document.body || active.disabled)) {
+            result.focus();
+        }
+    });
+    return clicks;
+}
+""".replace("GRAPHS_ID", ids.EX_GRAPHS)
+"""Moves focus to the result after a Release press whose button lost it (clientside)."""
+
+
 def register_callbacks(app, services: Services) -> None:
     """Bind the Explore callbacks to ``app`` (never the global dash.callback)."""
 
@@ -510,6 +526,16 @@ def register_callbacks(app, services: Services) -> None:
         if trigger in (ids.EX_GROUP, ids.EX_DATASET):
             screen.controls.setdefault("without", [])
         return screen.outputs()
+
+    # After Release the button is disabled ("Released"), so the browser drops its focus to
+    # <body>: a keyboard or screen-reader user is taken to the result instead (WCAG 2.4.3).
+    app.clientside_callback(
+        FOCUS_RESULT,
+        Output(ids.EX_FOCUS, "data"),
+        Input(ids.EX_GRAPHS, "children"),
+        State(ids.EX_RELEASE, "n_clicks"), State(ids.EX_FOCUS, "data"),
+        prevent_initial_call=True,
+    )
 
     @app.callback(
         Output(ids.EX_WITHOUT, "options"),

@@ -22,6 +22,7 @@ MAX_TABLE_ROWS = 200
 
 TABLE_SUMMARY = "Data table of this chart"
 _GROUP_CONTROLS = (dbc.RadioItems, dbc.Checklist, dcc.RadioItems, dcc.Checklist)
+_RADIOS = (dbc.RadioItems,)   # dcc.RadioItems has no name prop; none in the app uses it
 _BOX_STATS = (("lowerfence", "Lower whisker"), ("q1", "Lower quartile"), ("median", "Median"),
               ("q3", "Upper quartile"), ("upperfence", "Upper whisker"))
 
@@ -43,6 +44,8 @@ def field(label: str, control: Any, help_text: str = "", *,
         raise ValueError(f"field({label!r}): the control needs a string id to be labelled")
     hint = [dbc.FormText(help_text, id=f"{cid}--help")] if help_text else []
     if isinstance(control, _GROUP_CONTROLS):
+        if isinstance(control, _RADIOS) and not getattr(control, "name", None):
+            control.name = cid   # one radio group: one tab stop, arrow keys move in it
         return html.Fieldset(
             [html.Legend(label, id=label_id(cid), className="form-label fw-semibold small mb-1"),
              control, *hint], className=class_name)

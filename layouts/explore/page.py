@@ -143,6 +143,7 @@ def layout(datasets: list, identity) -> html.Div:
                 ],
             ),
             dcc.Download(id=ids.EX_DOWNLOAD),
+            dcc.Store(id=ids.EX_FOCUS, data=0),
         ]
     )
 
