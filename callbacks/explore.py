@@ -23,7 +23,7 @@ from dp_engine.bands import NOISE_LABELS
 from dp_engine.errors import BudgetExceededError, DPError
 from layouts import ids
 from layouts.components.accessible import chart
-from layouts.components.figures import build
+from layouts.components.figures import build, caption, shared_range
 from layouts.explore import page
 from layouts.explore import panel as panels
 from layouts.explore import preview as previews
@@ -69,9 +69,11 @@ def _alert(text: str, colour: str = "warning") -> dbc.Alert:
     return dbc.Alert(text, color=colour, className="py-2")
 
 
-def _graph(fig, index: int | str) -> html.Div:
-    """The chart and its data table (the text alternative: the figure's own DP numbers)."""
-    return chart(fig, {"type": ids.EX_GRAPH, "index": str(index)}, className="dp-graph")
+def _graph(fig, index: int | str, ans: ViewAnswer) -> html.Div:
+    """The chart, what its marks mean (text that wraps on any screen) and its data table
+    (the text alternative: the figure's own DP numbers)."""
+    return chart(fig, {"type": ids.EX_GRAPH, "index": str(index)}, className="dp-graph",
+                 note=caption(ans))
 
 
 @dataclass
@@ -195,26 +197,28 @@ def _look(session: Session, ds, reqs: list[ViewRequest], c: dict[str, Any]) -> S
 # ---- the ways to fill the screen ---------------------------------------------------------
 
 def _released_chart(services: Services, a: ViewAnswer, rid: int | None, granted: Role,
-                    index: int | str) -> Any:
+                    index: int | str, value_range: tuple[float, float] | None = None) -> Any:
     """A stored release's chart, data table and export buttons: drawn once per app and
-    release (it never changes), then sent as the same JSON each time it is opened."""
+    release (it never changes; compared, once per shared axis range), then sent as the same
+    JSON each time it is opened."""
     compact = index != "main"
 
     def draw() -> list:
-        return [_graph(build(a, compact=compact), index),
+        return [_graph(build(a, compact=compact, value_range=value_range), index, a),
                 *([figure_tools(rid)] if rid is not None else [])]
 
     if rid is None:
         return draw()
     rendered = _RENDERED.setdefault(services.ledger, RenderCache())
-    return rendered.get((rid, granted.value, index), draw)
+    return rendered.get((rid, granted.value, index, value_range), draw)
 
 
 def _released_screen(services: Services, answers: list[tuple[ViewAnswer, int | None]],
                      granted: Role) -> Screen:
     spent = sum(a.epsilon_charged for a, _ in answers)
-    if len(answers) > 1:
-        graphs = dbc.Row([dbc.Col(_released_chart(services, a, rid, granted, a.tier),
+    if len(answers) > 1:        # compared tiers share their value axis: one scale
+        shared = shared_range([a for a, _ in answers])
+        graphs = dbc.Row([dbc.Col(_released_chart(services, a, rid, granted, a.tier, shared),
                                   xl=4, xs=12) for a, rid in answers], className="g-2")
         panel = panels.compare_panel([a for a, _ in answers], granted)
         row = ROW + " compare"
@@ -257,13 +261,16 @@ def preview_screen(services: Services, session: Session, ds, look: ScreenRead) -
                      internals=look.internals)
              for r, p, q in zip(look.requests, look.plans, look.quotes, strict=True)]
     if len(shown) > 1:
+        shared = shared_range([p.answer for p in shown])
         graphs = [previews.banner(),
-                  dbc.Row([dbc.Col(_graph(previews.mark(build(p.answer, compact=True)),
-                                          f"preview-{i}"),
+                  dbc.Row([dbc.Col(_graph(previews.mark(build(p.answer, compact=True,
+                                                              value_range=shared)),
+                                          f"preview-{i}", p.answer),
                                    xl=4, xs=12) for i, p in enumerate(shown)], className="g-2")]
         row = ROW + " compare"
     else:
-        graphs = [previews.banner(), _graph(previews.mark(build(shown[0].answer)), "preview")]
+        graphs = [previews.banner(), _graph(previews.mark(build(shown[0].answer)), "preview",
+                                                 shown[0].answer)]
         row = ROW
     refusal = previews.refusal(shown)
     note = refusal or "Nothing spent yet: the chart is a simulated preview."
@@ -392,6 +399,8 @@ def screen_for(services: Services, identity, trigger: Any, preset: Any, c: dict[
                 if trigger == ids.EX_DATASET:
                     screen.controls = {k: c[k] for k in ("x", "group")}
                 screen.preset = matching_preset(identity, preset, c)
+                if len(reqs) > 1 and c.get("mechanism") == "paper":
+                    screen.message = _alert(panels.COMPARE_MODE, "info")
         screen.preset_options = preset_options(look.preset_quotes, served)
         screen.reopen_options = release_options(identity.user, look.mine)
     except BudgetExceededError as exc:
@@ -452,6 +461,22 @@ def export(services: Services, kind: str, release_id: Any):
     return dcc.send_string(body, name, type=media)
 
 
+FOCUS_RESULT = """
+function (_children, clicks, seen) {
+    if (!clicks || clicks === seen) { return window.dash_clientside.no_update; }
+    window.requestAnimationFrame(function () {
+        const active = document.activeElement;
+        const result = document.getElementById("GRAPHS_ID");
+        if (result && (!active || active === document.body || active.disabled)) {
+            result.focus();
+        }
+    });
+    return clicks;
+}
+""".replace("GRAPHS_ID", ids.EX_GRAPHS)
+"""Moves focus to the result after a Release press whose button lost it (clientside)."""
+
+
 def register_callbacks(app, services: Services) -> None:
     """Bind the Explore callbacks to ``app`` (never the global dash.callback)."""
 
@@ -501,6 +526,16 @@ def register_callbacks(app, services: Services) -> None:
         if trigger in (ids.EX_GROUP, ids.EX_DATASET):
             screen.controls.setdefault("without", [])
         return screen.outputs()
+
+    # After Release the button is disabled ("Released"), so the browser drops its focus to
+    # <body>: a keyboard or screen-reader user is taken to the result instead (WCAG 2.4.3).
+    app.clientside_callback(
+        FOCUS_RESULT,
+        Output(ids.EX_FOCUS, "data"),
+        Input(ids.EX_GRAPHS, "children"),
+        State(ids.EX_RELEASE, "n_clicks"), State(ids.EX_FOCUS, "data"),
+        prevent_initial_call=True,
+    )
 
     @app.callback(
         Output(ids.EX_WITHOUT, "options"),

@@ -41,6 +41,7 @@ EX_REOPEN = "explore-reopen"                # My releases: choosing one reopens 
 EX_CSV = "explore-csv"                      # pattern type, index = release id
 EX_REPORT = "explore-report"                # pattern type, index = release id
 EX_DOWNLOAD = "explore-download"
+EX_FOCUS = "explore-focus"                  # store: the Release press whose result took focus
 # side-panel values (read by the end-to-end tests)
 PANEL_ROLE = "panel-role"
 PANEL_BAND = "panel-band"

@@ -22,6 +22,7 @@ MAX_TABLE_ROWS = 200
 
 TABLE_SUMMARY = "Data table of this chart"
 _GROUP_CONTROLS = (dbc.RadioItems, dbc.Checklist, dcc.RadioItems, dcc.Checklist)
+_RADIOS = (dbc.RadioItems,)   # dcc.RadioItems has no name prop; none in the app uses it
 _BOX_STATS = (("lowerfence", "Lower whisker"), ("q1", "Lower quartile"), ("median", "Median"),
               ("q3", "Upper quartile"), ("upperfence", "Upper whisker"))
 
@@ -43,6 +44,8 @@ def field(label: str, control: Any, help_text: str = "", *,
         raise ValueError(f"field({label!r}): the control needs a string id to be labelled")
     hint = [dbc.FormText(help_text, id=f"{cid}--help")] if help_text else []
     if isinstance(control, _GROUP_CONTROLS):
+        if isinstance(control, _RADIOS) and not getattr(control, "name", None):
+            control.name = cid   # one radio group: one tab stop, arrow keys move in it
         return html.Fieldset(
             [html.Legend(label, id=label_id(cid), className="form-label fw-semibold small mb-1"),
              control, *hint], className=class_name)
@@ -166,14 +169,16 @@ def chart_table(table: Any, table_id: str | None = None) -> html.Details:
 
 
 def chart(figure: Any, graph_id: str | dict, table: Any = None, *,
-          table_id: str | None = None, **graph_props: Any) -> html.Div:
+          table_id: str | None = None, note: Any = None, **graph_props: Any) -> html.Div:
     """A ``dcc.Graph`` followed by its text alternative (``figure_table`` unless given).
 
     ``graph_props`` go to the graph (className, ...); the config is always the app's one
-    ``GRAPH_CONFIG`` (nothing leaves the machine). A callback that redraws the figure returns
-    a new ``figure_table`` to ``table_id`` as well.
+    ``GRAPH_CONFIG`` (nothing leaves the machine). ``note``: text under the chart (what its
+    marks mean), HTML so that it wraps on any screen. A callback that redraws the figure
+    returns a new ``figure_table`` to ``table_id`` as well.
     """
     table = table if table is not None else figure_table(figure)
     graph_props.pop("config", None)
+    notes = [html.P(note, className="chart-note small mb-1")] if note else []
     return html.Div([dcc.Graph(id=graph_id, figure=figure, config=GRAPH_CONFIG, **graph_props),
-                     chart_table(table, table_id)], className="chart")
+                     *notes, chart_table(table, table_id)], className="chart")

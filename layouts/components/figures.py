@@ -21,6 +21,16 @@ PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F
            "#000000"]
 FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
 GRID = "#e5e9f0"
+CHART_HEIGHT = 450    # px of every chart (Plotly's default height, kept when relaid out)
+MODEBAR = 28          # px of the modebar's row at the top of a chart
+TITLE_HEIGHT = 44     # px of a title and its subtitle line
+LEGEND_ROW = 26       # px of one row of a horizontal legend (compare tiles wrap to two)
+
+
+def top_margin(legend: float) -> int:
+    """The top margin that holds the modebar's row, then the title (Plotly centres it in the
+    margin), then a legend ``legend`` px high right above the plot, none over another."""
+    return int(max(2 * MODEBAR + TITLE_HEIGHT, TITLE_HEIGHT + 2 * legend))
 
 
 def fmt(v: float | None, digits: int = 3) -> str:
@@ -69,12 +79,6 @@ def caption(ans: ViewAnswer) -> str:
     return " ".join(parts)
 
 
-def _caption_annotation(ans: ViewAnswer, compact: bool) -> dict[str, Any]:
-    return {"text": caption(ans), "xref": "paper", "yref": "paper", "x": 0, "y": 0,
-            "yshift": -(100 if compact else 70), "xanchor": "left", "yanchor": "top",
-            "showarrow": False, "align": "left", "font": {"size": 11, "color": "#3b4754"}}
-
-
 def _figure(ans: ViewAnswer, data: list[dict], title: str, compact: bool, *,
             xaxis: dict, yaxis: dict, showlegend: bool,
             annotations: list[dict] | None = None, **layout: Any) -> Figure:
@@ -83,20 +87,28 @@ def _figure(ans: ViewAnswer, data: list[dict], title: str, compact: bool, *,
     return {
         "data": data,
         "layout": {
+            # the title in the middle of the top margin, below the modebar's row, the legend
+            # between it and the plot, the axes' labels alone below: nothing drawn over
+            # anything else (the margin is sized for that: ``top_margin``)
             "title": {"text": f"{title}<br><sup>{subtitle(ans, compact)}</sup>", "x": 0.01,
-                      "font": {"size": 14 if compact else 17}},
+                      "xanchor": "left", "font": {"size": 14 if compact else 17}},
             "font": {"family": FONT, "size": 12, "color": "#1d2733"},
-            "paper_bgcolor": "#ffffff",
+            "height": CHART_HEIGHT,   # fixed: a taller top margin (wrapped title) shrinks
+            "paper_bgcolor": "#ffffff",  # the plot, never collapses the chart
             "plot_bgcolor": "#ffffff",
             "colorway": PALETTE,
-            "margin": {"l": 60, "r": 20, "t": 80, "b": 150 if compact else 110},
-            "legend": {"orientation": "h", "y": -0.45 if compact else -0.2,
-                       "title": {"text": ans.group_label}},
+            "margin": {"l": 60, "r": 20, "b": 40,
+                       "t": top_margin(LEGEND_ROW * (2 if compact else 1) if showlegend
+                                       else 0)},
+            "legend": {"orientation": "h", "x": 0, "xanchor": "left", "y": 1.01,
+                       "yanchor": "bottom",   # a narrow tile: the legend's title on its own row
+                       "title": {"text": ans.group_label,
+                                 **({"side": "top left"} if compact else {})}},
             "hoverlabel": {"font": {"family": FONT}},
             "showlegend": showlegend,
             "xaxis": xaxis,
             "yaxis": yaxis,
-            "annotations": [*(annotations or []), _caption_annotation(ans, compact)],
+            "annotations": list(annotations or []),
             **layout,
         },
     }
@@ -233,6 +245,43 @@ FIGURES = {"histogram": histogram, "bars": bars, "box": box}
 """Figure builders by the kind a view plan names (``ViewAnswer.figure``)."""
 
 
-def build(ans: ViewAnswer, compact: bool = False) -> Figure:
-    """The figure of an answer, of the kind its view plan chose."""
-    return FIGURES[ans.figure](ans, compact)
+VALUE_AXIS = {"histogram": "yaxis", "bars": "xaxis", "box": "yaxis"}
+"""The axis that carries the released values, by figure kind (bars are horizontal)."""
+RANGE_PAD = 0.05
+"""Share of the span left free beyond the largest (and smallest) value drawn."""
+
+
+def shared_range(answers: list[ViewAnswer]) -> tuple[float, float] | None:
+    """One range for the value axis of several answers drawn side by side (compare mode),
+    so that equal heights mean equal values: it holds every shown value and interval end
+    (and zero, where bars start). None when nothing is shown or the kinds differ."""
+    kinds = {a.figure for a in answers}
+    if len(kinds) != 1:
+        return None
+    points: list[float] = []
+    for a in answers:
+        for g in range(len(a.groups)):
+            if is_withheld(a, g):
+                continue
+            for row in (a.values, a.ci_low, a.ci_high):
+                if g < len(row):
+                    points += [float(v) for v in row[g] if v is not None and math.isfinite(v)]
+    if not points:
+        return None
+    lo, hi = min(points), max(points)
+    if kinds != {"box"}:
+        lo, hi = min(lo, 0.0), max(hi, 0.0)
+    pad = RANGE_PAD * ((hi - lo) or abs(hi) or 1.0)
+    return (lo if lo == 0.0 else lo - pad, hi + pad)
+
+
+def build(ans: ViewAnswer, compact: bool = False,
+          value_range: tuple[float, float] | None = None) -> Figure:
+    """The figure of an answer, of the kind its view plan chose; ``value_range``: a fixed
+    range for its value axis (``shared_range`` of the figures it is compared with)."""
+    fig = FIGURES[ans.figure](ans, compact)
+    if value_range is not None:
+        axis = fig["layout"][VALUE_AXIS[ans.figure]]
+        axis.update(range=[value_range[0], value_range[1]], autorange=False)
+        axis.pop("rangemode", None)
+    return fig

@@ -53,14 +53,15 @@ def my_releases() -> html.Div:
 
 
 def figure_tools(release_id: int) -> html.Div:
-    """Export buttons under one released figure (CSV of the DP numbers, JSON report)."""
+    """Export buttons under one released figure (CSV of the DP numbers, JSON report), in the
+    product blue: Bootstrap's grey outline is 4.3:1 on the page's background (AA: 4.5)."""
     return html.Div(
         [dbc.Button("Download CSV", id={"type": ids.EX_CSV, "index": str(release_id)},
-                    size="sm", color="secondary", outline=True, className="me-2",
+                    size="sm", color="primary", outline=True, className="me-2",
                     title="The DP numbers with their 95 % intervals, ε and mechanism"),
          dbc.Button("Download report (JSON)",
                     id={"type": ids.EX_REPORT, "index": str(release_id)}, size="sm",
-                    color="secondary", outline=True,
+                    color="primary", outline=True,
                     title="Dataset version, query, tier, mechanism, ε, intervals, time, user"),
          html.Span(f"release #{release_id}", className="small text-muted ms-2")],
         className="figure-tools mt-1 mb-2")

@@ -107,15 +107,16 @@ def layout(datasets: list, identity) -> html.Div:
                 hidden=True,
             ),
         ]
-    controls.append(release_bar())
+    # The chart column comes first below 992 px (phones): the Release button and the chart
+    # open the page there too, the controls follow them.
     return html.Div(
         [
             html.H1("Explore the cohort", className="h3 mb-1"),
             html.P(
-                "Changing a control shows a free preview drawn from simulated data; the "
-                "Release button spends ε and shows your patients' differentially private "
-                "answer, labelled with the mechanism and the ε that produced it.",
-                className="text-muted mb-3",
+                "Every number released here is differentially private and labelled with the "
+                "ε that produced it; until you press Release the chart is a free, simulated "
+                "preview.",
+                className="text-muted mb-2 d-none d-md-block explore-intro",
             ),
             dbc.Row(
                 id=ids.EX_ROW,
@@ -124,31 +125,35 @@ def layout(datasets: list, identity) -> html.Div:
                     dbc.Col([dbc.Card(dbc.CardBody(controls), className="controls-card mb-3"),
                              dbc.Card(dbc.CardBody(my_releases()),
                                       className="controls-card")],
-                            lg=3, md=12, className="mb-3 controls-col"),
+                            lg=3, md=12, className="mb-3 controls-col order-2 order-lg-1"),
                     dbc.Col(
                         [
+                            release_bar(),
                             html.Div(id=ids.EX_MESSAGE, role="status", **{"aria-live": "polite"}),
                             dcc.Loading(
-                                html.Div(id=ids.EX_GRAPHS, className="graphs"),
+                                html.Div(id=ids.EX_GRAPHS, className="graphs", tabIndex="-1",
+                                         role="region", **{"aria-label": "Result"}),
                                 id=ids.EX_LOADING, type="default", delay_show=300,
                             ),
                         ],
-                        lg=6, md=12, className="mb-3 graphs-col",
+                        lg=6, md=12, className="mb-3 graphs-col order-1 order-lg-2",
                     ),
                     dbc.Col(html.Aside(id=ids.EX_PANEL, **{"aria-label": "Privacy panel"}),
-                            lg=3, md=12, className="panel-col"),
+                            lg=3, md=12, className="panel-col order-3"),
                 ],
             ),
             dcc.Download(id=ids.EX_DOWNLOAD),
+            dcc.Store(id=ids.EX_FOCUS, data=0),
         ]
     )
 
 
 def release_bar() -> html.Div:
-    """The Release button (its label states the cost) and a line under it."""
+    """The Release button (its label states the cost) and the line beside it, right above
+    the chart, so the price and the chart are read together without scrolling."""
     return html.Div([
-        dbc.Button("Release", id=ids.EX_RELEASE, color="primary", className="w-100",
+        dbc.Button("Release", id=ids.EX_RELEASE, color="primary", className="release-button",
                    disabled=True, n_clicks=0),
-        html.Div(id=ids.EX_RELEASE_NOTE, className="small text-muted mt-1",
+        html.Div(id=ids.EX_RELEASE_NOTE, className="small text-muted release-note",
                  role="status", **{"aria-live": "polite"}),
-    ], className="mt-2")
+    ], className="release-bar mb-2")

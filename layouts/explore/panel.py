@@ -227,22 +227,50 @@ def panel(ans: ViewAnswer, granted: Role) -> dbc.Card:
     return dbc.Card(dbc.CardBody(body), className="privacy-panel")
 
 
+COMPARE_MODE = ("Compare draws the three noise levels in sound mode (central DP): paper mode "
+                "(PyDPLib) has no nested tiers to compare. Switch Compare off to draw paper "
+                "mode.")
+"""What compare mode draws when paper mode is chosen (said, never switched silently)."""
+
+
+def compare_spent(answers: list[ViewAnswer]) -> str:
+    """What this screen took from the budget for the three tiers, as the ledger charged."""
+    if all(a.cached for a in answers):
+        return "0 — all three were released to your role before, opened free"
+    return f"{fmt(sum(a.epsilon_charged for a in answers))} for the three tiers"
+
+
 def compare_panel(answers: list[ViewAnswer], granted: Role) -> dbc.Card:
+    """The compared tiers' privacy costs and errors, and the budget after this screen (from
+    the answers of this very release, so never a figure from an earlier screen)."""
+    owner = granted is Role.OWNER and any(a.realized_noise_percent is not None
+                                          for a in answers)
+    head = ["Noise level", "ε", "Taken now", "Typical error"] + (["Realized"] if owner else [])
     rows = []
     for a in answers:
-        rows.append(html.Tr([html.Td(f"{a.tier} ({NOISE_LABELS[a.tier]})"),
-                             html.Td(fmt(a.epsilon)),
-                             html.Td("–" if a.realized_noise_percent is None
-                                     else f"{a.realized_noise_percent:.2f} %")]))
-    table = dbc.Table([html.Thead(html.Tr([html.Th("Noise level", scope="col"),
-                                           html.Th("ε", scope="col"),
-                                           html.Th("Realized noise", scope="col")])),
-                       html.Tbody(rows)], size="sm", className="mb-2")
+        taken = "0 (stored)" if a.cached else fmt(a.epsilon_charged)
+        rel = a.expected_relative_error
+        cells = [f"{NOISE_LABELS[a.tier]}", fmt(a.epsilon), taken,
+                 "–" if rel is None or not math.isfinite(rel) else f"{rel:.1f} %"]
+        if owner:
+            cells.append("–" if a.realized_noise_percent is None
+                         else f"{a.realized_noise_percent:.2f} %")
+        rows.append(html.Tr([html.Td(c) for c in cells]))
+    table = dbc.Table([html.Caption("Each tier's privacy cost (ε), what it took from your "
+                                    "budget now and its typical error", className="small"),
+                       html.Thead(html.Tr([html.Th(h, scope="col") for h in head])),
+                       html.Tbody(rows)], size="sm", className="mb-2 small",
+                      id=ids.PANEL_GROUPS)
     return dbc.Card(dbc.CardBody([
-        html.H2("Privacy — compare", className="h5"), table,
-        html.P("The three tiers are nested: the medium-noise answer is the low-noise one plus "
-               "independent noise, and the high-noise one is the medium one plus noise.",
+        html.H2("Privacy — compare (sound mode)", className="h5"),
+        html.Dl(_row("Taken from your budget", compare_spent(answers), ids.PANEL_SPENT,
+                     "Exactly what the privacy ledger charged your role's budget for this "
+                     "screen."), className="mb-2"),
+        table,
+        html.P("All three are central DP, drawn on one scale. They are nested: the "
+               "medium-noise answer is the low-noise one plus independent noise, and the "
+               "high-noise one is the medium one plus noise.", className="small"),
+        html.P(odds_sentence(max(a.epsilon for a in answers)), id=ids.PANEL_ODDS,
                className="small"),
-        html.P(odds_sentence(answers[0].epsilon), id=ids.PANEL_ODDS, className="small"),
-        budget_meter(answers[0], granted),
+        budget_meter(answers[-1], granted),
     ]), className="privacy-panel")

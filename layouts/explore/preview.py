@@ -19,11 +19,11 @@ from services.views.preview import PREVIEW_LABEL, Preview
 
 def banner() -> dbc.Alert:
     return dbc.Alert(
-        [html.Strong(PREVIEW_LABEL.capitalize()), html.Br(),
-         "Drawn from data simulated from the public schema at the ε the release would use: "
-         "it shows the chart's shape and noise, not your patients. Nothing is spent until "
-         "you press Release."],
-        color="info", className="py-2 small", id=ids.EX_PREVIEW_BANNER)
+        [html.Strong(PREVIEW_LABEL.capitalize() + "."),
+         " Drawn from data simulated from the public schema at the ε the release would use: "
+         "the chart's shape and noise, not your patients. Nothing is spent until you press "
+         "Release."],
+        color="info", className="py-1 px-2 mb-2 small", id=ids.EX_PREVIEW_BANNER)
 
 
 def mark(fig: dict) -> dict:

@@ -138,3 +138,102 @@ def test_phone_navbar_collapses_and_compare_mode_stacks_below_1200px(dash_duo, t
     widths = [g.size["width"] for g in dash_duo.find_elements(GRAPH)]
     # stacked: each tier's chart spans its column (side by side each would get a third)
     assert all(w > 0.8 * column for w in widths), (widths, column)
+
+
+def _press_release(dash_duo) -> None:
+    """Press Release as a person does (a real click focuses the button), pricing first when
+    the grouping is not priced yet; returns once the answer is on screen."""
+    button = f"#{ids.EX_RELEASE}"
+    for _ in range(2):
+        label = dash_duo.find_element(button).text
+        if label.startswith("Released"):
+            return
+        el = dash_duo.find_element(button)
+        dash_duo.driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", el)
+        el.click()
+        until(lambda was=label: dash_duo.find_element(button).text != was, timeout=120)
+    until(lambda: dash_duo.find_element(button).text.startswith("Released"), timeout=120)
+
+
+def _one_tab_stop(dash_duo, group_id: str) -> bool:
+    """Whether Tab from a radio group's checked (or first) radio leaves the group at once."""
+    from selenium.webdriver.common.keys import Keys
+
+    radios = dash_duo.driver.find_elements(By.CSS_SELECTOR, f"#{group_id} input[type=radio]")
+    start = next((r for r in radios if r.is_selected()), radios[0])
+    dash_duo.driver.execute_script("arguments[0].focus();", start)
+    start.send_keys(Keys.TAB)
+    return dash_duo.driver.execute_script(
+        "return !document.getElementById(arguments[0]).contains(document.activeElement);",
+        group_id)
+
+
+def test_no_serious_axe_violation_after_a_release_a_publish_and_an_upload(dash_duo, tmp_path):
+    """Issue 23: each role scans Explore after its own release (focus then on the result,
+    not <body>); the owner scans the Publish page after publishing, the published page, and
+    the Data page after an upload; radio groups are one tab stop."""
+    from app import create_app
+
+    axe = _axe_source()
+    users = tmp_path / "users.json"
+    for name, role in USERS.items():
+        add_user(users, name, role, PASSWORD)
+    app = create_app({"data_dir": tmp_path / "var", "users_file": users,
+                      "secret_key": "a11y-secret-" + "z" * 32}, seed=7)
+    dash_duo.start_server(app, navigate=False, port=_free_port())
+    driver, base = dash_duo.driver, dash_duo.server.url.rstrip("/")
+    driver.set_window_size(1400, 1000)
+    driver.set_script_timeout(120)
+    found: list[str] = []
+    focus: dict[str, str] = {}
+    published = ""
+    for user in ("carl", "tina", "olga"):      # the owner last: publishing releases views
+        role = USERS[user]
+        _sign_in(dash_duo, base, user)
+        _open(dash_duo, base, "/", owner=role == "owner")
+        _press_release(dash_duo)
+        until(lambda: driver.execute_script(
+            "return document.activeElement && document.activeElement.id") == ids.EX_GRAPHS,
+            timeout=30)
+        focus[role] = driver.execute_script("return document.activeElement.id")
+        found += _scan(driver, axe, f"{role} / after a release")
+        if role == "owner":
+            assert _one_tab_stop(dash_duo, ids.EX_ROLE)
+            assert _one_tab_stop(dash_duo, ids.EX_MECHANISM)
+            _open(dash_duo, base, "/publish", owner=True)
+            dash_duo.find_element(f"#{ids.PUB_TITLE}").send_keys("Partner review")
+            dash_duo.wait_for_element(f"#{ids.PUB_FIGURES} input", timeout=30)
+            driver.execute_script("arguments[0].click()", dash_duo.find_element(
+                f"#{ids.PUB_FIGURES} .form-check:nth-child(1) input"))
+            dash_duo.wait_for_element(f"#{ids.PUB_SELECTED} tbody tr", timeout=30)
+            driver.execute_script("arguments[0].click()",
+                                  dash_duo.find_element(f"#{ids.PUB_QUOTE}"))
+            dash_duo.wait_for_contains_text(f"#{ids.PUB_QUOTE_OUT}", "Publishing charges",
+                                            timeout=90)
+            driver.execute_script("arguments[0].click()",
+                                  dash_duo.find_element(f"#{ids.PUB_CONFIRM}"))
+            link = dash_duo.wait_for_element("#publish-new-link", timeout=90)
+            published = link.get_attribute("href").split(base, 1)[-1]
+            found += _scan(driver, axe, "owner /publish after publishing")
+            _open(dash_duo, base, "/data", owner=True)
+            upload = tmp_path / "small.csv"
+            upload.write_text("age,sex,smoker\n" + "".join(
+                f"{40 + i % 30},{'F' if i % 2 else 'M'},{'yes' if i % 3 else 'no'}\n"
+                for i in range(60)), encoding="utf-8")
+            dash_duo.find_element(f"#{ids.DATA_UPLOAD} input[type=file]").send_keys(
+                str(upload))
+            dash_duo.wait_for_contains_text(f"#{ids.DATA_MESSAGE}", "Loaded 'small.csv'",
+                                            timeout=60)
+            found += _scan(driver, axe, "owner /data after an upload")
+        else:                      # My releases: one tab stop, however many items
+            assert _one_tab_stop(dash_duo, ids.EX_REOPEN)
+        driver.execute_script("arguments[0].click()", driver.find_element(
+            By.CSS_SELECTOR, f"#{ids.SESSION_BADGE} button[type=submit]"))
+        dash_duo.wait_for_element("#username", timeout=30)
+    _sign_in(dash_duo, base, "tina")              # the published page, as its audience
+    driver.get(base + published)
+    dash_duo.wait_for_element(f"#{ids.VIEW_TOTAL}", timeout=60)
+    found += _scan(driver, axe, "third party, the published page")
+
+    assert found == [], "\n".join(found)
+    assert focus == {role: ids.EX_GRAPHS for role in USERS.values()}

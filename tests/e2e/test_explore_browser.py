@@ -175,6 +175,21 @@ def test_compare_mode_shows_three_panels(dash_duo, tmp_path):
         GRAPH)
     assert [("low" in t, "medium" in t, "high" in t) for t in titles] == [
         (True, False, False), (False, True, False), (False, False, True)]
+    ranges = dash_duo.driver.execute_script(
+        "return [...document.querySelectorAll(arguments[0])].map(g => g.layout.yaxis.range);",
+        GRAPH)
+    assert ranges[0] == ranges[1] == ranges[2], ranges                 # one scale
+    # compact: the panel right under the tiles (not under the tall controls column), and
+    # no legend, title or caption text over another
+    gap = dash_duo.driver.execute_script(
+        "const g = document.querySelector('.graphs-col').getBoundingClientRect();"
+        "const p = document.querySelector('.panel-col').getBoundingClientRect();"
+        "return [p.top - g.bottom, p.left - g.left];")
+    assert 0 <= gap[0] < 48 and abs(gap[1]) < 2, gap
+    from tests.e2e.layout_checks import text_problems
+
+    tiles = text_problems(dash_duo.driver, [f"#{ids.EX_GRAPHS} .dp-graph"])
+    assert [o for o in tiles["overlaps"] if "PREVIEW" not in o] == [], tiles["overlaps"]
     dash_duo.driver.execute_script(
         "document.activeElement.blur(); window.scrollTo(0, 0);"
         "document.documentElement.scrollTop = 0;")
@@ -192,3 +207,57 @@ def test_paper_mode_is_absent_for_a_third_party(dash_duo, tmp_path):
     dash_duo.driver.set_window_size(390, 844)
     dash_duo.driver.save_screenshot(str(DOCS / "phone-third-party.png"))
     assert _severe(dash_duo.get_logs()) == []
+
+
+RECT_JS = """
+const rect = s => { const e = document.querySelector(s);
+  if (!e) { return null; } const r = e.getBoundingClientRect();
+  return {left: r.left, top: r.top, right: r.right, bottom: r.bottom}; };
+return {release: rect(arguments[0]), chart: rect(arguments[1]), title: rect(arguments[2]),
+        width: document.documentElement.clientWidth, height: window.innerHeight,
+        scrolled: window.scrollY, page: document.documentElement.scrollWidth};
+"""
+
+
+def _viewport(driver, width: int, height: int) -> None:
+    """The page's viewport set to exactly ``width`` × ``height`` CSS px (a phone emulated
+    as one: its viewport meta applies), whatever the headless window's chrome takes."""
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+        "width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 600})
+
+
+def _inside(box: dict, width: float, height: float) -> bool:
+    return (box is not None and box["left"] >= 0 and box["top"] >= 0
+            and box["right"] <= width + 0.5 and box["bottom"] <= height + 0.5)
+
+
+@pytest.mark.parametrize(("width", "height", "shot"), [(1400, 1000, "explore-desktop.png"),
+                                                       (390, 844, "explore-phone.png")])
+def test_release_button_and_chart_open_the_page_without_scrolling(dash_duo, tmp_path, width,
+                                                                  height, shot):
+    """Issue 23: the price (Release button) and the whole chart are on the first screen at
+    1400 × 1000 and on a 390 px phone, the chart and its title no wider than the screen."""
+    from tests.e2e.layout_checks import text_problems
+
+    _viewport(dash_duo.driver, width, height)
+    _start(dash_duo, tmp_path)
+    until(lambda: dash_duo.find_element(f"#{ids.EX_RELEASE}").text.startswith(
+        ("Price", "Release")), timeout=60)
+    title = f"{GRAPH} .g-gtitle"
+    dash_duo.wait_for_element(title, timeout=30)
+    dash_duo.driver.execute_script("window.scrollTo(0, 0);")
+    # the title is fitted to the chart after it is drawn: wait until it is inside it
+    until(lambda: _inside(dash_duo.driver.execute_script(RECT_JS, f"#{ids.EX_RELEASE}", GRAPH,
+                                                         title)["title"], width, height),
+          timeout=30)
+    got = dash_duo.driver.execute_script(RECT_JS, f"#{ids.EX_RELEASE}", GRAPH, title)
+    assert got["scrolled"] == 0 and got["height"] == height, got
+    view = (got["width"], got["height"])
+    assert _inside(got["release"], *view), got
+    assert _inside(got["chart"], *view), got
+    assert got["chart"]["bottom"] - got["chart"]["top"] > 300, got     # a chart, not a strip
+    assert got["page"] <= got["width"], got                             # nothing scrolls sideways
+    chart = text_problems(dash_duo.driver, [f"#{ids.EX_GRAPHS} .dp-graph"])
+    assert [c for c in chart["cut"] if "PREVIEW" not in c] == [], chart["cut"]
+    assert [o for o in chart["overlaps"] if "PREVIEW" not in o] == [], chart["overlaps"]
+    dash_duo.driver.save_screenshot(str(DOCS / shot))
