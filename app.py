@@ -3,7 +3,7 @@
 ``create_app(config)`` builds one app with its own services and callbacks; the module-level
 ``app`` and ``server`` (for ``gunicorn -w N app:server``) are created on first access, and
 they and ``main`` (``make run``) warm the first figure's code paths in the background
-(``services.ops.warmup``). Importing this module loads no heavy optional module.
+(``callbacks.server.warmup``). Importing this module loads no heavy optional module.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from callbacks import login as login_routes
 from callbacks import publish as publish_callbacks
 from callbacks import shell as shell_callbacks
 from callbacks import studio as studio_callbacks
+from callbacks.server import warmup
 from callbacks.server.auth import IdentityService, init_auth, user_role
 from callbacks.server.dash_setup import finish_dash_setup
 from callbacks.server.health import install_health
@@ -33,7 +34,7 @@ from layouts.components import shell
 from services.config import AppConfig
 from services.container import Services, build_services
 from services.identity.session import FAVICON_ENDPOINT, assert_bind_allowed
-from services.ops import logs, preflight, warmup
+from services.ops import logs, preflight
 
 ROOT = Path(__file__).resolve().parent
 log = logging.getLogger(__name__)
@@ -197,20 +198,13 @@ def services_of(app: Dash) -> Services:
 _default: Dash | None = None
 
 
-def _warm_figures() -> None:
-    """Load plotly's figure validators once, off the first visitor's request."""
-    import plotly.graph_objects as go
-
-    go.Figure(go.Bar(x=[1, 2], y=[3, 4])).to_plotly_json()
-
-
 def __getattr__(name: str) -> Any:
     """Module-level ``app`` / ``server``, built on first access (gunicorn app:server)."""
     global _default
     if name in ("app", "server"):
         if _default is None:
             _default = create_app()
-            warmup.start(services_of(_default), _warm_figures)  # a served app: its first figure
+            warmup.start(services_of(_default))      # a served app: warm its first figure
         return _default if name == "app" else _default.server
     raise AttributeError(name)
 

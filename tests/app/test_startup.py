@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from services.ops import warmup
+from callbacks.server import warmup
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("scipy.stats", "scipy.optimize", "scipy.spatial", "scipy.special", "duckdb",
@@ -30,8 +30,8 @@ def test_importing_the_app_loads_no_heavy_optional_module():
 
 
 def test_the_warm_up_loads_what_the_first_figure_needs():
-    code = ("import json, sys; import app; from services.ops import warmup; "
-            "warmup.warm(None, app._warm_figures); "
+    code = ("import json, sys; from callbacks.server import warmup; warmup.warm_engine(); "
+            "warmup.warm_figures(); "
             "from dp_engine.sound.releases import quantile_bank as qb; "
             "print(json.dumps(['scipy.special' in sys.modules, 'plotly.graph_objects' in "
             "sys.modules, sorted(c for c, _ in qb._banks)]))")
