@@ -103,7 +103,18 @@ def _record_html(rep: Mapping[str, Any]) -> list[str]:
     cols = _table(["column", "technique", "ε per cell", "sensitivity", "private"],
                   [[c["label"], c["technique_label"], c["epsilon"], c["sensitivity"],
                     "yes" if c["private"] else "NO"] for c in rep["columns"]])
+    said, anyway = rep.get("verdict") or {}, rep.get("downloaded_anyway") or {}
+    head = []
+    if said:
+        head.append(f"<p><strong>Verdict ({'passed' if said.get('ok') else 'FAILED'}):"
+                    f"</strong> {html.escape(str(said.get('text', '')))}</p>")
+    if anyway:
+        head.append(f"<p><strong>Downloaded anyway</strong> by "
+                    f"{html.escape(str(anyway.get('user')))} at "
+                    f"{html.escape(str(anyway.get('at')))}, although it failed its "
+                    "tolerances.</p>")
     return [
+        *head,
         f"<p><strong>Mechanism:</strong> {html.escape(str(rep['mechanism']))}. "
         f"<strong>Loss per record (Σ ε):</strong> {_num(rep.get('record_epsilon'))}. "
         f"<strong>Ledger release:</strong> #{_num(rep.get('ledger_release_id'))}.</p>",

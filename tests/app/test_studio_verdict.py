@@ -76,6 +76,8 @@ def test_a_failed_auto_tune_is_red_and_keeps_its_files_until_the_owner_insists(
     rep = json.loads(_download(client, token, ids.ST_DL_JSON)[ids.ST_DOWNLOAD]["data"]
                      ["content"])
     assert rep["verdict"]["ok"] is False and rep["downloaded_anyway"]["user"] == "test-owner"
+    page = _download(client, token, ids.ST_DL_HTML)[ids.ST_DOWNLOAD]["data"]["content"]
+    assert "Verdict (FAILED):" in page and "Downloaded anyway</strong> by test-owner" in page
     # ticking again records nothing more; unticking turns the buttons off again
     _insist(client, token, ["insist"])
     assert len(services.ledger.deliveries()) == deliveries + 1

@@ -6,6 +6,7 @@ the side-by-side comparison, and downloads the synthetic CSV."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 
@@ -69,10 +70,10 @@ def test_owner_runs_tunes_and_downloads_a_per_record_copy(dash_duo, tmp_path):
     assert {"bar", "box", "pie", "heatmap"} <= set(types)
     n_graphs = len(driver.find_elements(By.CSS_SELECTOR, PLOTS))
     assert len(driver.find_elements(By.CSS_SELECTOR, ".studio-results caption")) >= n_graphs
-    driver.execute_script("document.getElementById(arguments[0]).scrollIntoView();",
-                          ids.ST_RESULTS)
-    time.sleep(0.5)    # let the plots settle before the screenshot
-    driver.save_screenshot(str(DOCS / "release-studio.png"))
+    # a poll in flight when the job ended may draw the same results once more: read the
+    # verdict by waiting on it (a re-drawn element is found again)
+    dash_duo.wait_for_contains_text(".studio-verdict.passed", "Per-record copy made",
+                                    timeout=10)
 
     # downloads: the DP CSV (no dropped column, every row) and the two reports
     _click(dash_duo, f"#{ids.ST_DL_CSV}")
@@ -87,14 +88,52 @@ def test_owner_runs_tunes_and_downloads_a_per_record_copy(dash_duo, tmp_path):
     _click(dash_duo, f"#{ids.ST_DL_HTML}")
     assert "Release report" in _file(downloads, ".html").read_text()
 
-    # auto-tune: a KS tolerance of 0 is never met, so it stops on the budget with its trail
+    # auto-tune: a KS tolerance of 0 is never met, so it stops on the budget with its trail.
+    # The job is held after its first try until the page has drawn that stage: the bar shows
+    # where the job is, not "waiting"
+    studio = services_of(app).studio
+    real_run, first_try_drawn = studio.run, threading.Event()
+
+    def held_run(*args, **kwargs):
+        out = real_run(*args, **kwargs)
+        if kwargs.get("stage", "").startswith("Auto-tune try 1"):
+            first_try_drawn.wait(timeout=60)
+        return out
+
+    studio.run = held_run
     ks = driver.find_element(By.ID, ids.ST_TOL_KS)
     ks.clear()
     ks.send_keys("0")
     _click(dash_duo, f"#{ids.ST_TUNE}")
+    dash_duo.wait_for_contains_text(f"#{ids.ST_PROGRESS}", "measuring privacy and utility",
+                                    timeout=60)
+    bar = driver.find_element(By.CSS_SELECTOR, f"#{ids.ST_PROGRESS} [role=progressbar]")
+    assert bar.get_attribute("aria-valuetext").startswith("Auto-tune try 1 (")
+    assert 0 < int(bar.get_attribute("aria-valuenow")) < 100
+    first_try_drawn.set()
     dash_duo.wait_for_contains_text(f"#{ids.ST_TRAIL}", "Auto-tune trail", timeout=120)
     rows = driver.find_elements(By.CSS_SELECTOR, f"#{ids.ST_TRAIL} tbody tr")
     assert len(rows) >= 1 and "budget" in driver.find_element(By.ID, ids.ST_TRAIL).text
+    # a failure: red, one line naming the tolerance it missed; its files held back until
+    # the owner ticks "download anyway" (recorded)
+    dash_duo.wait_for_contains_text(".studio-verdict.failed", "(tolerance ≤ 0)", timeout=30)
+    time.sleep(1)      # any poll in flight when the job ended has drawn by now
+    verdict = driver.find_element(By.CSS_SELECTOR, ".studio-verdict.failed")
+    assert "alert-danger" in verdict.get_attribute("class")
+    assert verdict.text.startswith("Auto-tune failed") and "KS distance" in verdict.text
+    assert not driver.find_elements(By.CSS_SELECTOR, ".studio-verdict.passed")
+    assert all(not driver.find_element(By.ID, b).is_enabled()
+               for b in (ids.ST_DL_CSV, ids.ST_DL_JSON, ids.ST_DL_HTML))
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", verdict)
+    time.sleep(0.5)    # let the plots settle before the screenshot
+    driver.save_screenshot(str(DOCS / "release-studio.png"))
+    insist = driver.find_element(By.ID, ids.ST_INSIST_BOX)
+    assert insist.is_displayed()
+    deliveries = len(services_of(app).ledger.deliveries())
+    insist.find_element(By.CSS_SELECTOR, "label").click()
+    dash_duo.wait_for_contains_text(f"#{ids.ST_MESSAGE}", "Recorded", timeout=20)
+    assert driver.find_element(By.ID, ids.ST_DL_CSV).is_enabled()
+    assert len(services_of(app).ledger.deliveries()) == deliveries + 1
 
     # the synthetic copy: a progress bar while it works, then n̂, ε charged, tree, figures
     eps = driver.find_element(By.ID, ids.ST_SYN_EPS)
