@@ -152,7 +152,7 @@ def group_table(ans: ViewAnswer, granted: Role) -> dbc.Table:
     return dbc.Table([html.Caption(f"Per group: privacy cost (ε) and typical error (relative "
                                    f"to {scale_words(ans)})", className="small"),
                       html.Thead(html.Tr([html.Th(h, scope="col") for h in head])),
-                      html.Tbody(body)], size="sm", className="mb-2 small",
+                      html.Tbody(body)], size="sm", className="mb-2 small", responsive=True,
                      id=ids.PANEL_GROUPS)
 
 
@@ -259,7 +259,7 @@ def compare_panel(answers: list[ViewAnswer], granted: Role) -> dbc.Card:
     table = dbc.Table([html.Caption("Each tier's privacy cost (ε), what it took from your "
                                     "budget now and its typical error", className="small"),
                        html.Thead(html.Tr([html.Th(h, scope="col") for h in head])),
-                       html.Tbody(rows)], size="sm", className="mb-2 small",
+                       html.Tbody(rows)], size="sm", className="mb-2 small", responsive=True,
                       id=ids.PANEL_GROUPS)
     return dbc.Card(dbc.CardBody([
         html.H2("Privacy — compare (sound mode)", className="h5"),

@@ -135,6 +135,10 @@ def test_page_loads_and_each_preset_renders_its_figure(dash_duo, tmp_path):
         before = _data(dash_duo)
         dash_duo.wait_for_text_to_equal(f"#{ids.EX_MESSAGE}", "", timeout=10)
         assert _trace_types(dash_duo) == types, key
+        wide = dash_duo.driver.execute_script(   # the panel's tables scroll in their box
+            "return [document.documentElement.scrollWidth,"
+            " document.documentElement.clientWidth];")
+        assert wide[0] <= wide[1], (key, wide)
         dash_duo.driver.save_screenshot(str(DOCS / f"{key}.png"))
         if key == "fig5":                                      # Fig. 5 is at high noise
             assert "10–20 %" in _text(dash_duo, ids.PANEL_BAND)

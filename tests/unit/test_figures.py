@@ -64,3 +64,27 @@ def test_paper_mode_figures_claim_no_interval():
     fig = build(_answer("mean", *CASES["mean"], mechanism="paper", tier=0))
     assert "95 %" not in json.dumps(fig)
     assert "paper mode" in fig["layout"]["title"]["text"]
+
+
+def test_compared_figures_share_a_value_axis_that_holds_every_value_and_interval():
+    from dataclasses import replace
+
+    from layouts.components.figures import VALUE_AXIS, shared_range
+
+    hist = _answer("histogram", *CASES["histogram"])
+    taller = replace(hist, values=[[v * 3 for v in row] for row in hist.values],
+                     ci_high=[[v * 3 + 5 for v in row] for row in hist.values])
+    lo, hi = shared_range([hist, taller])
+    top = max(v for row in taller.ci_high for v in row)
+    assert lo == 0.0 and top < hi <= top * 1.1           # from zero (bars), the top inside
+    fig = build(hist, compact=True, value_range=(lo, hi))
+    assert fig["layout"][VALUE_AXIS["histogram"]]["range"] == [lo, hi]
+    # a withheld group's numbers never set the scale
+    gone = replace(taller, withheld=[True, True], withheld_reason=["small", "small"])
+    assert shared_range([hist, gone])[1] < top
+    # box plots: quantiles, not from zero; kinds that differ share nothing
+    box = _answer("median", *CASES["median"])
+    low_box, _ = shared_range([box, box])
+    assert 0 < low_box < min(v for row in box.ci_low for v in row)
+    assert shared_range([hist, box]) is None
+    assert "range" not in build(hist)["layout"]["yaxis"]
