@@ -162,7 +162,7 @@ def over_http(rows: str, sessions: int, duration: float) -> dict:
             add_user(users, user, role, PASSWORD)
         env = warehouse_env(glob, tmp)
         extra = {"COHORT_USERS_FILE": str(users), "SECRET_KEY": "bench-pricing-" + "s" * 40,
-                 "DATABASE_URL": "", "GUNICORN_CMD_ARGS": f"-c {DEPLOY_CONF} {setting.args}",
+                 "GUNICORN_CMD_ARGS": f"-c {DEPLOY_CONF} {setting.args}",
                  "COHORT_BUDGETS": json.dumps({"collaborator": "unlimited",
                                                "third_party": "unlimited",
                                                "dataset_cap": None}),
