@@ -162,7 +162,7 @@ def over_http(rows: str, sessions: int, duration: float) -> dict:
             add_user(users, user, role, PASSWORD)
         env = warehouse_env(glob, tmp)
         extra = {"COHORT_USERS_FILE": str(users), "SECRET_KEY": "bench-pricing-" + "s" * 40,
-                 "DATABASE_URL": "", "GUNICORN_CMD_ARGS": f"-c {DEPLOY_CONF} {setting.args}",
+                 "GUNICORN_CMD_ARGS": f"-c {DEPLOY_CONF} {setting.args}",
                  "COHORT_BUDGETS": json.dumps({"collaborator": "unlimited",
                                                "third_party": "unlimited",
                                                "dataset_cap": None}),
@@ -172,26 +172,34 @@ def over_http(rows: str, sessions: int, duration: float) -> dict:
         srv.start()
         try:
             pricer = logged_in(srv, "pricer")
-            priced: set[str] = set()
             measured: list[dict] = []
 
+            def timed(phase: str, kind: str, changed: str, values: dict):
+                start = time.perf_counter()
+                reply = press(pricer, changed, **values)
+                took = time.perf_counter() - start
+                measured.append({"phase": phase, "kind": kind, "seconds": took,
+                                 "status": reply.status, "label": reply.release_label,
+                                 "view": values, "load": load_average()})
+                print(json.dumps(measured[-1]), flush=True)
+                return reply
+
             def price_next(phase: str) -> None:
+                """The box plot's quote (a preview: the price on Release, from its plan); a
+                grouping nobody has priced yet is then priced (DP sizes, plan, exact price)."""
                 view = medians.pop()
                 values = {"dataset": "cohort", "role": "third_party", "mechanism": "sound",
                           **view}
-                first = view["group"] not in priced
-                start = time.perf_counter()
-                reply = press(pricer, ids.EX_RELEASE if first else ids.EX_VIEW, **values)
-                took = time.perf_counter() - start
-                ok = reply.status == 200 and (PRICED in reply.text if first else True)
-                priced.add(view["group"])
-                measured.append({"phase": phase, "kind": "price press" if first else "quote",
-                                 "seconds": took, "ok": ok, "view": view,
-                                 "load": load_average()})
-                print(json.dumps(measured[-1]), flush=True)
+                reply = timed(phase, "quote", ids.EX_VIEW, values)
+                if reply.release_label.startswith("Price this grouping"):
+                    measured[-1]["kind"] = "quote, grouping unpriced (no plan)"
+                    reply = timed(phase, "price press", ids.EX_RELEASE, values)
+                    measured[-1]["ok"] = PRICED in reply.text
+                else:
+                    measured[-1]["ok"] = reply.release_label.startswith("Release (ε")
 
             time.sleep(20)                  # let the boot warm-up finish (logged per worker)
-            for _ in range(4):
+            for _ in range(6):
                 price_next("quiet")
             reader = logged_in(srv, "reader")
             stop = threading.Event()
@@ -242,10 +250,13 @@ def report(proc: dict, http: dict | None, command: str) -> str:
         lines += ["", f"Over HTTP: {http['setting']}, a {http['rows']}-row warehouse, "
                   f"{http['sessions']} sessions releasing uncached views for "
                   f"{http['duration']:.0f} s (done meanwhile: {http['load_done']}); a third "
-                  "party prices box plots it has never priced (client wall clock).", "",
+                  "party asks the price of box plots nobody has asked before (client wall "
+                  "clock): the quote is the preview with the price on Release (the box plot's "
+                  "plan); a grouping nobody has priced is then priced by a Release press (its "
+                  "DP sizes, the plan, the page with the exact price).", "",
                   "| phase | what | n | median | max | all ok |", "|---|---|---|---|---|---|"]
         for phase in ("quiet", "load"):
-            for kind in ("price press", "quote"):
+            for kind in ("quote", "price press", "quote, grouping unpriced (no plan)"):
                 got = [m for m in http["measured"] if m["phase"] == phase and m["kind"] == kind]
                 if got:
                     secs = [m["seconds"] for m in got]

@@ -4,6 +4,10 @@ Two models: ``expected_quantile_error`` runs the mechanism (public seed) on a pr
 group — n̂_g typical points of its public shape (DP pilot, ``pilot.GroupScales``) — and
 measures the error against the proxy's own grid quantiles; ``uniform_quantile_error`` is a
 closed form for values spread evenly over the bounds (no pilot).
+
+A release's error label uses ``expected_quantile_error``; planning, which asks about a
+hundred points per box plot, uses the same model with its noise drawn once per grid
+(``quantile_bank``), checked against this simulation by tests/unit/test_quantile_bank.py.
 """
 
 from __future__ import annotations
