@@ -234,8 +234,8 @@ class ProcessRunner:
         try:
             child.conn.send((fn, args))
             while True:
-                if cancelled is not None:
-                    while not child.conn.poll(POLL_SECONDS):
+                if cancelled is not None:     # checked between reports, and while none come
+                    while cancelled() or not child.conn.poll(POLL_SECONDS):
                         if cancelled():
                             raise JobCancelled("cancelled")
                 kind, *rest = child.conn.recv()
