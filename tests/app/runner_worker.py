@@ -11,7 +11,7 @@ import sys
 import time
 
 from app import create_app, services_of
-from services.container import build_services
+from services.container import runner_services
 from services.identity.roles import Role
 from services.identity.session import Identity
 from services.runner import Jobs, ProcessRunner, jobs
@@ -21,7 +21,7 @@ from tests.app import runner_hooks
 def main(data_dir: str) -> None:
     jobs.HEARTBEAT = 0.2
     s = services_of(create_app({"data_dir": data_dir, "runner_processes": 1}))
-    s.runner = ProcessRunner(s.config, 1, build_services,
+    s.runner = ProcessRunner(s.config, 1, runner_services,
                              initializer=runner_hooks.mid_synthetic_fit)
     s.studio.jobs = Jobs(s.runner)
     token = s.studio.start_synthetic(Identity("olga", Role.OWNER, True), "pirads", 1.0)

@@ -21,7 +21,7 @@ import pytest
 from app import create_app, services_of
 from callbacks import anonymize as anonymize_cb
 from layouts import ids
-from services.container import build_services
+from services.container import runner_services
 from services.identity.roles import Role
 from services.identity.session import Identity
 from services.ledger.audit import check_invariants
@@ -67,7 +67,7 @@ def _kill_when_stopped(data_dir: Path) -> int:
 def _hooked(services, hook) -> ProcessRunner:
     """The app's runner replaced by one whose children stop at ``hook``."""
     services.runner.close()
-    runner = ProcessRunner(services.config, 1, build_services, initializer=hook)
+    runner = ProcessRunner(services.config, 1, runner_services, initializer=hook)
     services.runner = runner
     services.studio.jobs = Jobs(runner)
     return runner
