@@ -40,8 +40,8 @@ from services.views.screen import (
     PRESET,
     RELEASE,
     REOPEN,
+    Computes,
     ScreenData,
-    computing,
     dataset_for,
     screen_data,
     standing,
@@ -202,38 +202,45 @@ def explore(services: Services, trigger: Any, preset: Any, c: dict[str, Any],
             reopen: Any = None) -> Screen:
     """The screen for the session and the submitted controls ``c`` (all untrusted).
 
-    A screen that computes something (a preview, pricing, a fresh release) is the runner's
-    work (``services.runner``: inline, or a lower-priority child process); a screen of
-    answers the role already has is one read, served here."""
+    With runner processes, a screen of answers the role already has is read and served here
+    (one read, one delivery log); a screen that computes something (a preview, pricing, a
+    fresh release, a costly plan) is the runner's work, in a lower-priority child. Inline,
+    the runner's work is this very call."""
     identity = services.identity.current()
     action = ACTIONS.get(trigger)
     try:
-        try:
-            before = computing(services, identity, action, preset, c)
-        except Exception:           # noqa: BLE001 - e.g. the ledger unreachable: the
-            log.warning("Explore screen not classified", exc_info=True)   # screen says so
-            before = None
-        if before is None:
-            data = screen_data(services, no_progress, identity, action, preset, c, reopen)
+        if services.runner.in_process:
+            data = services.runner.call(screen_data, identity, action, preset, c, reopen)
         else:
-            data = _computed(services, identity, action, preset, c, reopen, before)
+            try:
+                data = screen_data(services, no_progress, identity, action, preset, c, reopen,
+                                   cached_only=True)
+            except Computes as computes:
+                data = _computed(services, identity, action, preset, c, reopen,
+                                 computes.status)
+            except Exception:      # noqa: BLE001 - e.g. the ledger unreachable for a moment:
+                log.warning("Explore screen not read here; the runner draws it",  # the
+                            exc_info=True)                          # runner's screen says so
+                data = _computed(services, identity, action, preset, c, reopen, None)
     except Exception:  # never a 500: log for the operator, a plain message for the user
         log.exception("Explore view failed")
         return Screen(message=_alert(FAILED, "danger"), preset=None)
     return render(services, identity, data)
 
 
-def _computed(services: Services, identity, action, preset, c, reopen, before) -> ScreenData:
+def _computed(services: Services, identity, action, preset, c, reopen,
+              status) -> ScreenData:
     """The runner's screen; if its process died, what the ledger says happened."""
+    session = Session(services, identity)
+    if status is None:        # not read yet (a costly plan first): read it, to compare
+        status = session.status(str(c.get("dataset")))
     try:
         return services.runner.call(screen_data, identity, action, preset, c, reopen)
     except JobDied:
         log.warning("Explore screen: the runner's process died", exc_info=True)
-        ds, status = before
-        now = Session(services, identity).status(ds.id)
-        if standing(now) == standing(status):
-            return ScreenData(message=DIED, colour="danger", preset=None)
-        return ScreenData(message=DIED_CHARGED, colour="danger", preset=None)
+        now = session.status(str(c.get("dataset")))
+        text = DIED if standing(now) == standing(status) else DIED_CHARGED
+        return ScreenData(message=text, colour="danger", preset=None)
 
 
 # ---- exports -----------------------------------------------------------------------------

@@ -34,6 +34,9 @@ class Runner(Protocol):
     """Where heavy work runs (``InlineRunner`` or ``ProcessRunner``)."""
 
     background_slots: int
+    in_process: bool
+    """True when work runs in the caller's process (a caller need not read first what it
+    would hand over)."""
 
     def call(self, fn: Work, *args: Any, progress: Progress = no_progress,
              cancelled: Callable[[], bool] | None = None) -> Any:

@@ -12,6 +12,8 @@ class InlineRunner:
     """Runs work in the calling thread with the app's own services."""
 
     background_slots = 2
+    in_process = True
+    """Work runs in the caller's process (nothing to hand over)."""
     """Background jobs (``services.runner.jobs``) running at once in this process."""
 
     def __init__(self) -> None:

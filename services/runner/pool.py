@@ -145,6 +145,8 @@ class _Starter:
 class ProcessRunner:
     """``processes`` lower-priority children per web worker (see the module docstring)."""
 
+    in_process = False
+
     def __init__(self, config: Any, processes: int, build: Build, *,
                  initializer: Callable[[Any], None] | None = None) -> None:
         self.config = replace(config, runner_processes=0)    # a child has no children

@@ -157,33 +157,13 @@ def _look(session: Session, ds, reqs: list[ViewRequest], c: dict[str, Any]) -> S
     return session.look(ds, reqs, presets=preset_requests(session.identity, ds, c))
 
 
-# ---- which screens compute ---------------------------------------------------------------
+class Computes(Exception):  # noqa: N818 - a signal, not an error
+    """``screen_data(cached_only=True)`` met a screen that computes something: run it on the
+    runner. ``status``: the role's standing read before (None if not read)."""
 
-def computing(services: Any, identity, action: str | None, preset: Any,
-              c: dict[str, Any]) -> tuple[Any, AccountStatus] | None:
-    """The dataset and the role's standing if this screen computes something (a preview,
-    pricing, a fresh release), else None: a bad request (its message is cheap), a reopened
-    release or answers the role already has. One read."""
-    if action == REOPEN:
-        return None
-    try:
-        ds = dataset_for(services, identity, c.get("dataset"))
-        if action == PRESET and isinstance(preset, str) and preset in PRESETS:
-            c, _ = preset_controls(identity, PRESETS[preset], c)
-        session = Session(services, identity)
-        try:
-            with known_plans_only():       # a costly plan nobody made: this screen computes
-                plans = [] if action == DATASET else [session.plan(ds, r)
-                                                      for r in requests_for(identity, ds, c)]
-        except PlanPending:
-            plans = []
-        seen = services.ledger.look(plans, user=identity.user, role=identity.role,
-                                    dataset_id=str(ds.id), dataset_version=str(ds.version))
-    except DPError:
-        return None
-    if plans and all(getattr(q, "cached", False) for q in seen.quotes):
-        return None
-    return ds, seen.status
+    def __init__(self, status: AccountStatus | None) -> None:
+        super().__init__("this screen computes")
+        self.status = status
 
 
 def standing(status: AccountStatus) -> tuple:
@@ -194,13 +174,16 @@ def standing(status: AccountStatus) -> tuple:
 # ---- the screen --------------------------------------------------------------------------
 
 def screen_data(services: Any, _progress: Any, identity, action: str | None, preset: Any,
-                c: dict[str, Any], reopen: Any = None) -> ScreenData:
+                c: dict[str, Any], reopen: Any = None, *, cached_only: bool = False
+                ) -> ScreenData:
     """The screen for ``identity`` (from the session) and the untrusted controls ``c``
     (runner work: ``fn(services, progress, *args)``).
 
     One read (``Session.look``) gives everything shown; a screen of answers the role has then
     logs its deliveries in one more transaction, a fresh release spends through the door
-    (two), and the lists under the chart are the read's, brought up to date."""
+    (two), and the lists under the chart are the read's, brought up to date.
+    ``cached_only``: raise ``Computes`` instead of computing anything (a preview, pricing, a
+    fresh release, a costly plan), so the caller can hand the screen to the runner."""
     session = Session(services, identity)
     try:
         ds = dataset_for(services, identity, c.get("dataset"))
@@ -213,6 +196,12 @@ def screen_data(services: Any, _progress: Any, identity, action: str | None, pre
             look = _look(session, ds, [], c)
             data = _reopened(session, rel, look.status)
             data.preset = None
+        elif cached_only:
+            try:
+                with known_plans_only():      # a costly plan nobody made: this screen computes
+                    data, look = _event(session, ds, action, preset, c, cached_only=True)
+            except PlanPending:
+                raise Computes(None) from None
         else:
             data, look = _event(session, ds, action, preset, c)
         if data.preset_options is None:
@@ -226,7 +215,7 @@ def screen_data(services: Any, _progress: Any, identity, action: str | None, pre
 
 
 def _event(session: Session, ds, action: str | None, preset: Any,
-           c: dict[str, Any]) -> tuple[ScreenData, ScreenRead]:
+           c: dict[str, Any], cached_only: bool = False) -> tuple[ScreenData, ScreenRead]:
     identity = session.identity
     notes: list[str] = []
     if action == PRESET and isinstance(preset, str) and preset in PRESETS:
@@ -235,6 +224,8 @@ def _event(session: Session, ds, action: str | None, preset: Any,
         c = {**c, **columns_for(ds, c)}
     reqs = requests_for(identity, ds, c)
     look = _look(session, ds, reqs, c)
+    if cached_only and not look.all_served:
+        raise Computes(look.status)
     spend = action in (PRESET, RELEASE)
     ask = action == PRESET and not look.all_served and look.priced \
         and _asks_first(look, identity.role)
