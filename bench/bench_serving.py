@@ -306,6 +306,8 @@ def serve(glob: str, tmp: Path, setting: Setting, sessions: int,
              "COHORT_BUDGETS": json.dumps({"collaborator": "unlimited", "dataset_cap": None}),
              "COHORT_LOGIN_CLIENT_MAX_FAILURES": "1000",
              "COHORT_RUNNER_PROCESSES": str(setting.processes)}
+    if not database_url:          # SQLite: the line left out (an empty one is refused)
+        del extra["DATABASE_URL"]
     srv = GunicornApp({k: env[k] for k in ("COHORT_WAREHOUSE", "COHORT_DATA_DIR")} | extra,
                       tmp / "log", workers=setting.workers)
     srv.start()
