@@ -3,7 +3,7 @@
 ``import app`` loads no heavy module it can do without, so the server answers within seconds;
 the first figure would then pay for scipy.special, the engine's first plans and the noise
 banks of the box plot's error model. ``warm_engine`` does that work once (the web layer runs
-it in a background thread after the app is built, ``callbacks.server.warmup``, and the offload
+it in a background thread after the app is built, ``callbacks.server.warmup``, and a runner
 child runs it when it starts). Nothing here reads a dataset or releases anything.
 """
 
