@@ -166,7 +166,8 @@ def over_http(rows: str, sessions: int, duration: float) -> dict:
                  "COHORT_BUDGETS": json.dumps({"collaborator": "unlimited",
                                                "third_party": "unlimited",
                                                "dataset_cap": None}),
-                 "COHORT_LOGIN_CLIENT_MAX_FAILURES": "1000", "COHORT_OFFLOAD_UNCACHED": "1"}
+                 "COHORT_LOGIN_CLIENT_MAX_FAILURES": "1000",
+                 "COHORT_RUNNER_PROCESSES": str(setting.processes)}
         srv = GunicornApp({k: env[k] for k in ("COHORT_WAREHOUSE", "COHORT_DATA_DIR")} | extra,
                           tmp / "log", workers=setting.workers)
         srv.start()

@@ -198,24 +198,24 @@ def deployed(name: str) -> str:
 
 @dataclass(frozen=True)
 class Setting:
-    """``W:T[:C[:M]]``: workers, gthread threads, worker connections (default: the config's),
-    and where uncached work runs, ``offload`` (a child process per worker) or ``inline``
-    (default: as ``docs/deploy/cohort.env`` sets COHORT_OFFLOAD_UNCACHED)."""
+    """``W:T[:C[:P]]``: workers, gthread threads, worker connections (default: the config's),
+    and the runner's child processes per worker, ``P`` (0: heavy work inline; default: as
+    ``docs/deploy/cohort.env`` sets COHORT_RUNNER_PROCESSES)."""
 
     workers: int
     threads: int
     connections: int | None = None
-    offload: bool = True
+    processes: int = 1
 
     @classmethod
     def parse(cls, text: str) -> Setting:
         w, t, *rest = text.split(":")
         c = rest[0] if rest else ""
-        mode = rest[1] if len(rest) > 1 else ""
-        if mode not in ("", "offload", "inline"):
-            raise ValueError(f"{text}: the fourth part is 'offload' or 'inline'")
-        offload = mode == "offload" if mode else deployed("COHORT_OFFLOAD_UNCACHED") == "1"
-        return cls(int(w), int(t), int(c) if c else None, offload)
+        p = rest[1] if len(rest) > 1 else deployed("COHORT_RUNNER_PROCESSES") or "0"
+        if not p.isdigit():
+            raise ValueError(f"{text}: the fourth part is the runner's processes per worker "
+                             "(0: inline)")
+        return cls(int(w), int(t), int(c) if c else None, int(p))
 
     @property
     def args(self) -> str:
@@ -224,7 +224,8 @@ class Setting:
 
     @property
     def label(self) -> str:
-        where = "uncached work in a child per worker" if self.offload else "uncached inline"
+        where = (f"heavy work in {self.processes} runner process(es) per worker"
+                 if self.processes else "heavy work inline")
         return f"-w {self.workers} {self.args}, {where}"
 
     def named(self, database: str | None) -> str:
@@ -232,7 +233,7 @@ class Setting:
 
 
 class Monitor(threading.Thread):
-    """Samples every worker's RSS, with its offload child's (max kept), while the load runs."""
+    """Samples every worker's RSS, with its runner children's (max kept), while the load runs."""
 
     def __init__(self, pids: list[int]) -> None:
         super().__init__(daemon=True)
@@ -304,7 +305,9 @@ def serve(glob: str, tmp: Path, setting: Setting, sessions: int,
              "DATABASE_URL": database_url, "GUNICORN_CMD_ARGS": args,
              "COHORT_BUDGETS": json.dumps({"collaborator": "unlimited", "dataset_cap": None}),
              "COHORT_LOGIN_CLIENT_MAX_FAILURES": "1000",
-             "COHORT_OFFLOAD_UNCACHED": "1" if setting.offload else ""}
+             "COHORT_RUNNER_PROCESSES": str(setting.processes)}
+    if not database_url:          # SQLite: the line left out (an empty one is refused)
+        del extra["DATABASE_URL"]
     srv = GunicornApp({k: env[k] for k in ("COHORT_WAREHOUSE", "COHORT_DATA_DIR")} | extra,
                       tmp / "log", workers=setting.workers)
     srv.start()
@@ -489,7 +492,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", default="1e7", choices=("1e6", "1e7", "1e8"))
     parser.add_argument("--config", action="append", default=None,
-                        help="W:T[:C[:offload|inline]] (see Setting), repeatable; default 4:16 "
+                        help="W:T[:C[:P]] (see Setting), repeatable; default 4:16 "
                              "(docs/deploy/gunicorn.conf.py)")
     parser.add_argument("--sessions", type=int, default=8)
     parser.add_argument("--duration", type=float, default=90.0)

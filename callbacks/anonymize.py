@@ -1,8 +1,8 @@
 """Anonymize page callbacks — owner only, re-checked on every call (``callbacks.guard``).
 
 Each callback is a thin ``handle_*`` function (testable without a browser) wrapped by
-``register_callbacks``: authorize, validate, call ``dp_engine.anonymize``, build the report and
-figure. A forged request from another role gets a refusal message and no data.
+``register_callbacks``: authorize, validate, run ``services.anonymizer`` on the runner, build the
+report and figure. A forged request from another role gets a refusal message and no data.
 """
 
 from __future__ import annotations
@@ -10,12 +10,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import numpy as np
-import pandas as pd
 from dash import Input, Output, State, ctx, dcc, no_update
 
 from callbacks import guard
-from dp_engine.anonymize import anonymize
 from dp_engine.errors import DPError
 from dp_engine.rng import RngLike
 from dp_engine.schema import ColumnRole
@@ -23,14 +20,16 @@ from layouts import ids
 from layouts.anonymize import page
 from layouts.anonymize.figures import before_after_scatter, empty_figure
 from layouts.components.accessible import chart_table_children
+from services.anonymizer import anonymize_job
 from services.container import Services
-from services.csv_safe import frame_csv
 from services.identity.roles import Role
+from services.runner import JobDied
 
 log = logging.getLogger(__name__)
 
-MAX_PLOT_POINTS = 5000
 MAX_K = 100
+DIED = ("Failed: the server process anonymizing ended before it finished. Nothing was "
+        "released or charged; run it again.")
 
 
 def page_view(services: Services, identity, _path: str = "/anonymize"):
@@ -89,26 +88,6 @@ def handle_axes(services, dataset_id: Any, qis: Any, x: Any, y: Any) -> tuple:
     return (opts, x, opts, y)
 
 
-def _plain(series: pd.Series) -> list:
-    """JSON-safe values for the figure (dates as ISO text, missing as None)."""
-    if pd.api.types.is_datetime64_any_dtype(series):
-        return [None if pd.isna(v) else v.isoformat() for v in series]
-    return [None if pd.isna(v) else (v.item() if hasattr(v, "item") else v) for v in series]
-
-
-def _plot_data(
-    frame: pd.DataFrame, released: pd.DataFrame, groups: np.ndarray, qis: list[str]
-) -> dict:
-    rows = np.arange(len(frame))
-    if rows.size > MAX_PLOT_POINTS:
-        rows = np.linspace(0, rows.size - 1, MAX_PLOT_POINTS).astype(int)
-    return {
-        "groups": groups[rows].tolist(),
-        "before": {q: _plain(frame[q].iloc[rows]) for q in qis},
-        "after": {q: _plain(released[q].iloc[rows]) for q in qis},
-    }
-
-
 def figure_from_store(store: Any, x: Any, y: Any) -> dict:
     if not isinstance(store, dict) or "plot" not in store:
         return empty_figure()
@@ -140,24 +119,15 @@ def _run(services, dataset_id, qis, sensitive, k, method, mode, x, y, rng):
         raise DPError(
             f"{', '.join(bad)} cannot be anonymized here (identifier, free text or unknown column)."
         )
-    result = anonymize(
-        ds.frame, qis, sensitive, k, method=method, sensitive_mode=mode, schema=ds.schema, rng=rng
-    )
-    labels = {c.name: c.display for c in ds.schema.columns}
-    store = {
-        "csv": frame_csv(result.release(rng)),
-        "filename": f"{ds.id}-k{k}-{method}-anonymized.csv",
-        "plot": _plot_data(ds.frame, result.released, result.groups, qis),
-        "labels": labels,
-        "method": method,
-        "k": k,
-    }
+    got = services.runner.call(anonymize_job, ds.id, qis, sensitive, k, method, mode, rng)
+    store = got.store
     done = page.message(
-        f"Anonymized {len(ds.frame)} records of '{ds.title or ds.id}' with {method}, k = {k} "
+        f"Anonymized {got.n_records} records of '{got.title}' with {method}, k = {k} "
         f"({page.LABEL}).",
-        "success" if result.report.k_anonymous else "warning",
+        "success" if got.result.report.k_anonymous else "warning",
     )
-    return (done, page.report_view(result, labels), figure_from_store(store, x, y), store, False)
+    return (done, page.report_view(got.result, store["labels"]), figure_from_store(store, x, y),
+            store, False)
 
 
 @guard.owner_only(lambda: (guard.refusal(PAGE), None, empty_figure(), None, True))
@@ -171,6 +141,9 @@ def handle_run(
         return _run(services, dataset_id, qis, sensitive, k, method, mode, x, y, rng)
     except DPError as exc:
         return (page.message(str(exc), "danger"), no_update, no_update, no_update, no_update)
+    except JobDied:   # its process was killed: nothing was released, nothing kept
+        log.warning("Anonymize: the runner's process died", exc_info=True)
+        return (page.message(DIED, "danger"), no_update, no_update, no_update, no_update)
     except Exception:  # never a 500: the owner gets a message, the log gets the trace
         log.exception("Anonymize request failed")
         return (

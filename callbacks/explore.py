@@ -3,24 +3,22 @@
 One callback owns the screen, so it always matches the controls: changing a control shows a
 free preview (or opens a view already released to the role, free); the Release button and a
 preset spend through the ledger's door; choosing an item of "My releases" reopens it free and
-sets the controls to it. Every input is untrusted: the identity (and so the paying role) comes
-from the server session, the request is parsed again from the submitted controls, and a
-release id names a stored release only if it belongs to the session's role.
+sets the controls to it. What the screen shows is computed as data by
+``services.views.screen`` (on the runner when it computes something); this module draws it.
 """
 
 from __future__ import annotations
 
 import logging
 import weakref
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import dash_bootstrap_components as dbc
 from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 
 from callbacks.guard import Page
-from dp_engine.bands import NOISE_LABELS
-from dp_engine.errors import BudgetExceededError, DPError
+from dp_engine.errors import DPError
 from layouts import ids
 from layouts.components.accessible import chart
 from layouts.components.figures import build, caption, shared_range
@@ -33,20 +31,25 @@ from layouts.explore.rendered import RenderCache
 from services.container import Services
 from services.identity import access
 from services.identity.roles import Role
-from services.ledger.records import StoredRelease
-from services.session import ScreenRead, Session, asks_first, left_of
-from services.studio.naming import is_studio
+from services.runner import JobDied, no_progress
+from services.session import Session
 from services.views.answer import ViewAnswer
-from services.views.inputs import PlanPending
-from services.views.plans import LEFT_OUT
-from services.views.preview import preview
-from services.views.queries import PRESETS, Preset, ViewRequest, parse_request
-from services.views.report import query_words
+from services.views.screen import (
+    DATASET,
+    KEEP,
+    PRESET,
+    RELEASE,
+    REOPEN,
+    Computes,
+    ScreenData,
+    dataset_for,
+    screen_data,
+    standing,
+)
 from services.views.statistics import group_keys
 
 log = logging.getLogger(__name__)
 ROW = "explore-row"
-CONTROLS = ("view", "x", "group", "without", "role", "mechanism", "compare")
 OUTPUTS = 18
 _RENDERED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 """Each app's drawn stored releases (``layouts/explore/rendered.py``), keyed by its ledger."""
@@ -60,9 +63,10 @@ def page_view(services: Services, identity, _path: str = "/"):
 PAGE = Page("explore", "/", "Explore", Role.THIRD_PARTY, page_view)
 FAILED = ("This view could not be computed. Nothing was charged and your data and budget are "
           "unchanged; try another view or contact the data owner.")
-STUDIO_TABLE = ("Release #{id} is a table from the Release page ({name}), not a figure, so it "
-                "is not drawn here; the ledger keeps its record, and the Release page makes a "
-                "new one.")
+DIED = ("Failed: the server process computing this view ended before it finished. Nothing "
+        "was charged; try again.")
+DIED_CHARGED = ("Failed: the server process computing this view ended after its release was "
+                "recorded. My releases opens it free.")
 
 
 def _alert(text: str, colour: str = "warning") -> dbc.Alert:
@@ -102,99 +106,7 @@ class Screen:
                 self.release_label, self.release_disabled, self.note)
 
 
-# ---- requests ----------------------------------------------------------------------------
-
-def _dataset(services: Services, identity, dataset: Any):
-    return services.registry.get(dataset if isinstance(dataset, str) else "",
-                                 owner=identity.role is Role.OWNER)
-
-
-def _requests(identity, ds, c: dict[str, Any]) -> list[ViewRequest]:
-    """The request(s) the controls ask for: three tiers in the owner's compare mode."""
-    req = parse_request({k: c.get(k) for k in ("dataset", "role", "view", "x", "group",
-                                                 "mechanism", "without")}, identity.role,
-                        ds.schema)
-    if c.get("compare") is True and access.is_owner(identity):
-        return [replace(req, role=r, mechanism="sound")
-                for r in (Role.OWNER, Role.COLLABORATOR, Role.THIRD_PARTY)]
-    return [req]
-
-
-def preset_controls(identity, preset: Preset, c: dict[str, Any]) -> tuple[dict, list[str]]:
-    """The controls a preset sets, and why any mode had to change for it."""
-    granted: Role = identity.role
-    role = access.viewing_role(granted, preset.role.value) if preset.role else granted
-    notes: list[str] = []
-    mechanism = c.get("mechanism") if c.get("mechanism") in ("sound", "paper") else "sound"
-    if mechanism == "paper" and access.mechanism_for(granted, role, "paper") != "paper":
-        notes.append(f"{preset.label} is drawn at {NOISE_LABELS[role.noise_factor]} noise "
-                     f"({role.label.lower()} tier), which paper mode cannot draw: it is shown "
-                     "in sound mode.")
-        mechanism = "sound"
-    if c.get("compare") is True:
-        notes.append("A preset draws one figure: compare mode was switched off.")
-    return ({**c, "view": preset.view, "x": preset.x, "group": preset.group or "none",
-             "without": [], "role": role.value, "mechanism": mechanism, "compare": False},
-            notes)
-
-
-def matching_preset(identity, key: Any, c: dict[str, Any]) -> str | None:
-    """``key`` if the controls still show that preset, else None (the control clears)."""
-    preset = PRESETS.get(key) if isinstance(key, str) else None
-    if preset is None:
-        return None
-    want, _ = preset_controls(identity, preset, c)
-    same = all(want[k] == c.get(k) for k in CONTROLS if k != "compare")
-    return key if same and c.get("compare") is not True else None
-
-
-# ---- the role's lists (from the screen's one read) ---------------------------------------
-
-def preset_requests(identity, ds, c: dict[str, Any]) -> list[ViewRequest | None]:
-    """The request each preset would make from controls ``c`` (None: not on this dataset)."""
-    out: list[ViewRequest | None] = []
-    for p in PRESETS.values():
-        want, _ = preset_controls(identity, p, {**c, "dataset": ds.id})
-        try:
-            (req,) = _requests(identity, ds, {**want, "compare": False})
-        except DPError:
-            req = None
-        out.append(req)
-    return out
-
-
-def preset_options(quotes: list[Any], served: set[str] = frozenset()) -> list[dict]:
-    """Each preset with what choosing it would cost now (or why it cannot be chosen), from
-    the quotes the screen read; ``served``: presets answered by this very screen."""
-    out = []
-    for (key, p), quote in zip(PRESETS.items(), quotes, strict=True):
-        if isinstance(quote, PlanPending):
-            out.append({"label": f"{p.label} · price shown when chosen", "value": key})
-            continue
-        if isinstance(quote, DPError):
-            out.append({"label": f"{p.label} · not available on this dataset", "value": key,
-                        "disabled": True})
-            continue
-        if isinstance(quote, Exception):
-            raise quote
-        if quote.cached or key in served:
-            cost = "released: opens free"
-        elif quote.plan is None:
-            cost = f"price its grouping first (ε {quote.cost:.3g})"
-        elif not quote.plan.dp:
-            cost = "paper mode, not DP"
-        else:
-            cost = f"ε {quote.cost:.3g}"
-        out.append({"label": f"{p.label} · {cost}", "value": key})
-    return out
-
-
-def _look(session: Session, ds, reqs: list[ViewRequest], c: dict[str, Any]) -> ScreenRead:
-    """The screen's one read: its requests, the presets' prices, the role's releases."""
-    return session.look(ds, reqs, presets=preset_requests(session.identity, ds, c))
-
-
-# ---- the ways to fill the screen ---------------------------------------------------------
+# ---- drawing a screen from its data ------------------------------------------------------
 
 def _released_chart(services: Services, a: ViewAnswer, rid: int | None, granted: Role,
                     index: int | str, value_range: tuple[float, float] | None = None) -> Any:
@@ -233,33 +145,8 @@ def _released_screen(services: Services, answers: list[tuple[ViewAnswer, int | N
                   release_disabled=True, note=note)
 
 
-def release_screen(services: Services, session: Session, ds,
-                   reqs: list[ViewRequest]) -> tuple[Screen, list[StoredRelease]]:
-    """Spend through the ledger's door, all or nothing (free for what the role has)."""
-    answers = session.serve(ds, reqs)
-    return (_released_screen(services, [(a, rid) for a, rid, _ in answers], session.role),
-            [row for _, _, row in answers if row is not None])
-
-
-def price_screen(services: Services, session: Session, ds, reqs: list[ViewRequest],
-                 c: dict[str, Any]) -> tuple[Screen, ScreenRead]:
-    """The deliberate pricing step: release the grouping's DP sizes (charged to the role,
-    public from then on), then preview again with the exact price."""
-    charged = session.price(ds, reqs[0])
-    look = _look(session, ds, reqs, c)
-    screen = preview_screen(services, session, ds, look)
-    if screen.note and not screen.release_disabled:
-        screen.note = (f"Priced: this grouping's DP group sizes were released to your role "
-                       f"(ε {charged:.3g} from your budget, public from now on). Release "
-                       "spends exactly the price shown.")
-    return screen, look
-
-
-def preview_screen(services: Services, session: Session, ds, look: ScreenRead) -> Screen:
-    """A free preview with the release's price, from the screen's one read."""
-    shown = [preview(services.releases, session.identity, r, ds, plan=p, quote=q,
-                     internals=look.internals)
-             for r, p, q in zip(look.requests, look.plans, look.quotes, strict=True)]
+def _preview_screen(shown: list, granted: Role) -> Screen:
+    """Free previews with the release's price."""
     if len(shown) > 1:
         shared = shared_range([p.answer for p in shown])
         graphs = [previews.banner(),
@@ -274,180 +161,86 @@ def preview_screen(services: Services, session: Session, ds, look: ScreenRead) -
         row = ROW
     refusal = previews.refusal(shown)
     note = refusal or "Nothing spent yet: the chart is a simulated preview."
-    return Screen(graphs=graphs, panel=previews.panel(shown, session.role), row=row,
+    return Screen(graphs=graphs, panel=previews.panel(shown, granted), row=row,
                   release_label=previews.release_label(shown),
                   release_disabled=refusal is not None, note=note)
 
 
-def reopen_screen(services: Services, session: Session, rel: StoredRelease,
-                  status) -> Screen:
-    """A stored release shown again, free (its delivery logged), controls set to it."""
-    ans = replace(ViewAnswer.from_dict(rel.answer), cached=True, epsilon_charged=0.0,
-                  budget_limit=status.role.limit, budget_spent=status.role.spent,
-                  budget_remaining=status.role.remaining, user_limit=status.user.limit,
-                  user_spent=status.user.spent, dataset_loss=status.dataset.loss,
-                  dataset_cap=status.dataset.cap)
-    if not access.is_owner(session.identity):
-        ans = ans.without_truth()       # every field computed from true values, not one
-    screen = _released_screen(services, [(ans, rel.id)], session.role)
-    screen.controls = {"view": ans.view, "x": ans.x, "group": ans.group or "none",
-                       "without": [g for g, why in zip(ans.groups, ans.withheld_reason or [],
-                                                       strict=False) if why == LEFT_OUT],
-                       "role": access.viewing_role(session.role, ans.role).value,
-                       "mechanism": ans.mechanism, "compare": False}
-    screen.note = f"Reopened release #{rel.id} free."
+def render(services: Services, identity, data: ScreenData) -> Screen:
+    """The components of a screen from its data (the session work returns no component)."""
+    if data.kind == "preview":
+        screen = _preview_screen(data.previews, identity.role)
+        if data.priced is not None and not screen.release_disabled:
+            screen.note = (f"Priced: this grouping's DP group sizes were released to your "
+                           f"role (ε {data.priced:.3g} from your budget, public from now on). "
+                           "Release spends exactly the price shown.")
+    elif data.kind == "released":
+        screen = _released_screen(services, data.answers, identity.role)
+        if data.note:
+            screen.note = data.note
+    else:
+        screen = Screen()
+    screen.controls = data.controls
+    screen.message = _alert(data.message, data.colour) if data.message else None
+    if data.compare_paper and not data.message:
+        screen.message = _alert(panels.COMPARE_MODE, "info")
+    screen.preset = no_update if data.preset == KEEP else data.preset
+    if data.preset_options is not None:
+        screen.preset_options = data.preset_options
+    if data.mine is not None:
+        screen.reopen_options = release_options(identity.user, data.mine)
     return screen
 
 
 # ---- the one screen callback -------------------------------------------------------------
 
+ACTIONS = {ids.EX_PRESET: PRESET, ids.EX_DATASET: DATASET, ids.EX_RELEASE: RELEASE,
+           ids.EX_REOPEN: REOPEN}
+
+
 def explore(services: Services, trigger: Any, preset: Any, c: dict[str, Any],
             reopen: Any = None) -> Screen:
     """The screen for the session and the submitted controls ``c`` (all untrusted).
 
-    With an offload child (COHORT_OFFLOAD_UNCACHED=1), a screen that has to compute something
-    (a preview, pricing, a fresh release) is drawn there, at a lower priority and outside this
-    worker's GIL; a screen of answers the role already has is served here."""
+    With runner processes, a screen of answers the role already has is read and served here
+    (one read, one delivery log); a screen that computes something (a preview, pricing, a
+    fresh release, a costly plan) is the runner's work, in a lower-priority child. Inline,
+    the runner's work is this very call."""
     identity = services.identity.current()
-    offload = services.releases.offload
-    if offload is not None and trigger != ids.EX_REOPEN:
-        try:
-            ds = _computing(services, identity, trigger, preset, c)
-        except Exception:            # noqa: BLE001 - e.g. the ledger unreachable: the
-            log.warning("Explore screen not classified", exc_info=True)   # screen says so
-            ds = None
-        if ds is not None:
-            try:
-                return offload.call(screen_for, identity, ds.id, str(ds.version), trigger,
-                                    preset, c, reopen)
-            except Exception:        # noqa: BLE001 - a stale or broken child: draw it here
-                log.warning("Explore screen not offloaded; drawn inline", exc_info=True)
-    return screen_for(services, identity, trigger, preset, c, reopen)
-
-
-def _computing(services: Services, identity, trigger: Any, preset: Any, c: dict[str, Any]):
-    """The dataset if this screen computes something (a preview, pricing, a fresh release),
-    else None: a bad request (its message is cheap) or answers the role has."""
+    action = ACTIONS.get(trigger)
     try:
-        ds = _dataset(services, identity, c.get("dataset"))
-        if trigger == ids.EX_DATASET:
-            return ds
-        if trigger == ids.EX_PRESET and isinstance(preset, str) and preset in PRESETS:
-            c, _ = preset_controls(identity, PRESETS[preset], c)
-        reqs = _requests(identity, ds, c)
-        session = Session(services, identity)
-        quotes = services.ledger.quotes([session.plan(ds, r) for r in reqs],
-                                        user=identity.user)
-    except DPError:
-        return None
-    return None if all(getattr(q, "cached", False) for q in quotes) else ds
-
-
-def screen_for(services: Services, identity, trigger: Any, preset: Any, c: dict[str, Any],
-               reopen: Any = None) -> Screen:
-    """The screen for ``identity`` (from the session) and the untrusted controls ``c``.
-
-    One read (``Session.look``) gives everything shown; a screen of answers the role has then
-    logs its deliveries in one more transaction, a fresh release spends through the door
-    (two), and the lists under the chart are the read's, brought up to date."""
-    screen = Screen()
-    session = Session(services, identity)
-    try:
-        ds = _dataset(services, identity, c.get("dataset"))
-        served: set[str] = set()
-        if trigger == ids.EX_REOPEN:
-            rel = session.reopen(reopen, dataset_id=ds.id)
-            if rel is None:
-                raise DPError("That release is not one of your role's on this dataset.")
-            if is_studio(rel.answer):
-                raise DPError(STUDIO_TABLE.format(id=rel.id, name=query_words(rel.answer)))
-            look = _look(session, ds, [], c)
-            screen = reopen_screen(services, session, rel, look.status)
-            screen.preset = None
+        if services.runner.in_process:
+            data = services.runner.call(screen_data, identity, action, preset, c, reopen)
         else:
-            notes: list[str] = []
-            if trigger == ids.EX_PRESET and isinstance(preset, str) and preset in PRESETS:
-                c, notes = preset_controls(identity, PRESETS[preset], c)
-            elif trigger == ids.EX_DATASET:
-                c = {**c, **_columns_for(ds, c)}
-            reqs = _requests(identity, ds, c)
-            look = _look(session, ds, reqs, c)
-            spend = trigger in (ids.EX_PRESET, ids.EX_RELEASE)
-            ask = trigger == ids.EX_PRESET and not look.all_served and look.priced \
-                and _asks_first(look, identity.role)
-            if ask:           # a large share of what is left: the Release button confirms
-                screen = preview_screen(services, session, ds, look)
-                notes.append(_ask_text(PRESETS[preset].label, look))
-            elif look.all_served or (spend and look.priced):
-                screen, rows = release_screen(services, session, ds, reqs)
-                look.mine = _with_new(look.mine, rows)
-                served = {key for key, q in zip(PRESETS, look.preset_quotes, strict=True)
-                          if any(_same(q, r, session, ds) for r in reqs)}
-            elif trigger == ids.EX_RELEASE:
-                screen, look = price_screen(services, session, ds, reqs, c)
-            else:
-                screen = preview_screen(services, session, ds, look)
-                if spend:      # a preset whose grouping nobody priced: priced on purpose
-                    need = next(q for q in look.quotes if getattr(q, "missing_inputs", ()))
-                    notes.append(f"{PRESETS[preset].label} needs its grouping priced first: "
-                                 f"ε {need.cost:.3g} from your budget, then its exact price "
-                                 "shows and Release spends it.")
-            if trigger == ids.EX_PRESET:
-                screen.controls = {k: c[k] for k in CONTROLS}
-                screen.message = _alert(" ".join(notes), "info") if notes else None
-            else:
-                if trigger == ids.EX_DATASET:
-                    screen.controls = {k: c[k] for k in ("x", "group")}
-                screen.preset = matching_preset(identity, preset, c)
-                if len(reqs) > 1 and c.get("mechanism") == "paper":
-                    screen.message = _alert(panels.COMPARE_MODE, "info")
-        screen.preset_options = preset_options(look.preset_quotes, served)
-        screen.reopen_options = release_options(identity.user, look.mine)
-    except BudgetExceededError as exc:
-        screen = Screen(message=_alert(str(exc), "danger"), preset=None)
-    except DPError as exc:
-        screen = Screen(message=_alert(str(exc)), preset=None)
+            try:
+                data = screen_data(services, no_progress, identity, action, preset, c, reopen,
+                                   cached_only=True)
+            except Computes as computes:
+                data = _computed(services, identity, action, preset, c, reopen,
+                                 computes.status)
+            except Exception:      # noqa: BLE001 - e.g. the ledger unreachable for a moment:
+                log.warning("Explore screen not read here; the runner draws it",  # the
+                            exc_info=True)                          # runner's screen says so
+                data = _computed(services, identity, action, preset, c, reopen, None)
     except Exception:  # never a 500: log for the operator, a plain message for the user
         log.exception("Explore view failed")
-        screen = Screen(message=_alert(FAILED, "danger"), preset=None)
-    return screen
+        return Screen(message=_alert(FAILED, "danger"), preset=None)
+    return render(services, identity, data)
 
 
-def _asks_first(look: ScreenRead, role: Role) -> bool:
-    """Whether a preset would take more than a quarter of a non-owner's remaining budget
-    (the rule is the session's: ``services.session.asks_first``)."""
-    return asks_first(role, look.status, sum(getattr(q, "cost", 0.0) for q in look.quotes))
-
-
-def _ask_text(label: str, look: ScreenRead) -> str:
-    cost = sum(getattr(q, "cost", 0.0) for q in look.quotes)
-    return (f"{label} costs ε {cost:.3g}, more than a quarter of what your role has left "
-            f"(ε {left_of(look.status):.3g}). Nothing is spent yet: press Release "
-            f"(ε {cost:.3g}) to release it, or change a control (e.g. leave out the group "
-            "that sets the price).")
-
-
-def _same(quote: Any, req: ViewRequest, session: Session, ds) -> bool:
-    """Whether a preset's quote is for ``req`` (the screen just answered it)."""
-    plan = getattr(quote, "plan", None)
-    key = plan.key if plan is not None else None
-    return key is not None and key == session.plan(ds, req).key
-
-
-def _with_new(mine: list[StoredRelease], rows: list[StoredRelease]) -> list[StoredRelease]:
-    """The role's releases with those this screen just stored, newest first."""
-    have = {r.id for r in mine}
-    new = sorted((r for r in rows if r.id not in have), key=lambda r: r.id, reverse=True)
-    return new + mine
-
-
-def _columns_for(ds, c: dict[str, Any]) -> dict[str, Any]:
-    """After a dataset switch: keep the columns if the new schema has them, else the first."""
-    xs = [o["value"] for o in column_options(ds.schema)]
-    groups = [o["value"] for o in group_options(ds.schema)]
-    x = c.get("x") if c.get("x") in xs else (xs[0] if xs else None)
-    group = c.get("group") if c.get("group") in groups and c.get("group") != x else "none"
-    return {"x": x, "group": group}
+def _computed(services: Services, identity, action, preset, c, reopen,
+              status) -> ScreenData:
+    """The runner's screen; if its process died, what the ledger says happened."""
+    session = Session(services, identity)
+    if status is None:        # not read yet (a costly plan first): read it, to compare
+        status = session.status(str(c.get("dataset")))
+    try:
+        return services.runner.call(screen_data, identity, action, preset, c, reopen)
+    except JobDied:
+        log.warning("Explore screen: the runner's process died", exc_info=True)
+        now = session.status(str(c.get("dataset")))
+        text = DIED if standing(now) == standing(status) else DIED_CHARGED
+        return ScreenData(message=text, colour="danger", preset=None)
 
 
 # ---- exports -----------------------------------------------------------------------------
@@ -487,7 +280,7 @@ def register_callbacks(app, services: Services) -> None:
     def _columns(dataset):
         identity = services.identity.current()
         try:
-            ds = _dataset(services, identity, dataset)
+            ds = dataset_for(services, identity, dataset)
         except DPError:
             return [], []
         return column_options(ds.schema), group_options(ds.schema)
@@ -545,7 +338,7 @@ def register_callbacks(app, services: Services) -> None:
         """The groups of the chosen grouping (public categories), to leave some out."""
         identity = services.identity.current()
         try:
-            ds = _dataset(services, identity, dataset)
+            ds = dataset_for(services, identity, dataset)
             spec = ds.schema.column(group) if isinstance(group, str) and group != "none" \
                 else None
         except DPError:

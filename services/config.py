@@ -34,7 +34,7 @@ SETTINGS = (
     "COHORT_COOKIE_SECURE", "COHORT_COOKIE_SAMESITE", "COHORT_PROXY_COUNT", "COHORT_HSTS_SECONDS",
     "COHORT_LOGIN_MAX_FAILURES", "COHORT_LOGIN_CLIENT_MAX_FAILURES",
     "COHORT_LOGIN_BACKOFF_SECONDS", "COHORT_LOGIN_BACKOFF_MAX_SECONDS", "COHORT_LARGE_FILE_MB",
-    "COHORT_WAREHOUSE", "COHORT_DUCKDB_MEMORY", "COHORT_OFFLOAD_UNCACHED", "COHORT_NICE_UNCACHED",
+    "COHORT_WAREHOUSE", "COHORT_DUCKDB_MEMORY", "COHORT_RUNNER_PROCESSES",
     "COHORT_LOG_FORMAT", "HOST", "PORT", "DASH_DEBUG",
 )
 """Every variable the app reads (README "Configuration")."""
@@ -188,7 +188,7 @@ class AppConfig:
     large_file_bytes: int = 50_000_000       # files above it are queried with DuckDB (Parquet)
     warehouse_file: Path | None = None       # JSON list of PostgreSQL / Spark tables
     duckdb_memory: str = "512MB"             # DuckDB memory limit per worker process
-    offload_uncached: bool = False           # uncached releases in a child process per worker
+    runner_processes: int = 0                # heavy work: 0 inline, n children per worker
     host: str = "127.0.0.1"
     port: int = 8050
     debug: bool = False
@@ -274,7 +274,6 @@ class AppConfig:
         if not _MEMORY.match(memory):
             raise ConfigError("COHORT_DUCKDB_MEMORY", f"{memory!r} is not a size; set e.g. "
                                                       "COHORT_DUCKDB_MEMORY=512MB or 2GB.")
-        e.flag("COHORT_NICE_UNCACHED", True)  # read by services.views.niced; checked here
         datasets = e.text("COHORT_DATASETS") or ""
         return cls(
             data_dir=e.path("COHORT_DATA_DIR") or ROOT / "var",
@@ -289,7 +288,8 @@ class AppConfig:
             large_file_bytes=int(e.number("COHORT_LARGE_FILE_MB", 50) * 1_000_000),
             warehouse_file=e.path("COHORT_WAREHOUSE"),
             duckdb_memory=memory,
-            offload_uncached=e.flag("COHORT_OFFLOAD_UNCACHED", False),
+            runner_processes=int(e.number("COHORT_RUNNER_PROCESSES", 0, whole=True,
+                                          example="1")),
             host=e.text("HOST") or "127.0.0.1",
             port=int(e.number("PORT", 8050, whole=True, minimum=1, example="8050")),
             debug=e.flag("DASH_DEBUG", False),

@@ -19,8 +19,8 @@ from services.ledger.policy import BudgetPolicy
 from services.ledger.store import Ledger
 from services.publish.service import PublishService
 from services.publish.store import PublishStore
+from services.runner import InlineRunner, Jobs, ProcessRunner, Runner
 from services.studio.service import StudioService
-from services.views.offload import Offload
 from services.views.releases import ReleaseService, new_rng_factory
 
 
@@ -40,6 +40,7 @@ class Services(Protocol):
     identity: IdentitySource
     publish: PublishService
     studio: StudioService
+    runner: Runner
 
 
 @dataclass
@@ -53,6 +54,7 @@ class AppServices:
     identity: IdentitySource
     publish: PublishService
     studio: StudioService
+    runner: Runner
 
 
 def budget_policy(config: AppConfig) -> BudgetPolicy:
@@ -60,6 +62,29 @@ def budget_policy(config: AppConfig) -> BudgetPolicy:
     ``dataset_cap``) and ``COHORT_BUDGET_RENEWAL_DAYS``."""
     renewal = {"renewal_days": config.renewal_days} if config.renewal_days else {}
     return BudgetPolicy.from_mapping({**dict(config.budgets), **renewal})
+
+
+class _NoSession:
+    """A runner child's identity source: it has no session; every piece of work carries the
+    identity the web worker read from its own."""
+
+    def current(self) -> Identity:
+        raise RuntimeError("A runner child has no session: each piece of work names its "
+                           "identity.")
+
+
+def runner_services(config: AppConfig) -> AppServices:
+    """A runner child's services: the same configuration, no session (module-level, so a
+    spawned child can build them)."""
+    return build_services(config, identity=_NoSession())
+
+
+def make_runner(config: AppConfig) -> Runner:
+    """Where heavy work runs: inline (``COHORT_RUNNER_PROCESSES`` 0), else that many
+    lower-priority child processes per web worker, each with services built like these."""
+    if config.runner_processes > 0:
+        return ProcessRunner(config, config.runner_processes, runner_services)
+    return InlineRunner()
 
 
 def build_services(config: AppConfig, *, identity: IdentitySource,
@@ -74,11 +99,14 @@ def build_services(config: AppConfig, *, identity: IdentitySource,
                                extra_paths=config.dataset_paths,
                                **large_dataset_options(config))
     ledger = Ledger(config.ledger_url, budget_policy(config))
-    releases = ReleaseService(registry, ledger, rng_factory=new_rng_factory(seed),
-                              offload=Offload(config) if config.offload_uncached else None)
+    releases = ReleaseService(registry, ledger, rng_factory=new_rng_factory(seed))
+    runner = make_runner(config)
     registry.on_confirm.append(releases.calibrate)    # a confirmed version's calibration
     publish = PublishService(PublishStore(ledger.db), ledger, releases, registry,
                              user_role=user_role)
     studio = StudioService(registry, ledger, rng_factory=new_rng_factory(seed),
-                           runs_dir=config.data_dir / "studio-runs")
-    return AppServices(config, registry, ledger, releases, identity, publish, studio)
+                           runs_dir=config.data_dir / "studio-runs", jobs=Jobs(runner))
+    services = AppServices(config, registry, ledger, releases, identity, publish, studio,
+                           runner)
+    runner.bind(services)
+    return services

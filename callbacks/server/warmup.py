@@ -4,10 +4,10 @@
 DuckDB, the studio's extras are imported where used), so the server answers within seconds.
 The first figure would then pay for the rest: the engine's first plans and noise banks
 (``services.ops.warmup.warm_engine``), plotly's validators, and — with
-``COHORT_OFFLOAD_UNCACHED=1`` — spawning the worker's child process and building its services
+``COHORT_RUNNER_PROCESSES`` ≥ 1 — spawning the worker's runner child and building its services
 (seconds). ``start`` does that work once, right after the app is built (``make run`` and
-gunicorn's ``app:server``), in a daemon thread, and asks the offload child to start and warm
-its engine too, so a visitor arriving a few seconds after boot finds it done.
+gunicorn's ``app:server``), in a daemon thread, and asks the runner to start a child that
+warms its engine too, so a visitor arriving a few seconds after boot finds it done.
 
 Nothing here reads a dataset's rows or releases anything: only public, synthetic inputs run
 through the code paths, so warming costs no privacy budget and changes no ledger.
@@ -20,7 +20,7 @@ import threading
 import time
 from typing import Any
 
-from services.ops.warmup import warm_engine
+from services.ops.warmup import warm_engine, warm_job
 
 log = logging.getLogger(__name__)
 
@@ -37,12 +37,12 @@ def warm_figures() -> float:
 def warm(services: Any) -> None:
     """The warm-up itself (the thread's body): never raises, logs what it did."""
     try:
-        offload = getattr(getattr(services, "releases", None), "offload", None)
-        if offload is not None:
-            offload.warm()                   # the child starts and warms in parallel
+        runner = getattr(services, "runner", None)
+        if runner is not None:
+            runner.warm(warm_job)            # a child starts and warms in parallel
         took = warm_engine() + warm_figures()
         log.info("Warm-up done in %.1f s (engine, figures%s).", took,
-                 ", offload child starting" if offload is not None else "")
+                 "" if getattr(runner, "in_process", True) else ", runner child starting")
     except Exception:  # noqa: BLE001 - a failed warm-up only leaves the first view slower
         log.warning("Warm-up failed; the first view will be slower.", exc_info=True)
 

@@ -3,10 +3,10 @@ values checked, then ``StudioService`` (which charges every run through the ledg
 
 A per-record run is the owner's only: a non-owner is refused before anything runs; bad input
 comes back as a message next to its column and nothing is charged. A valid run is queued as a
-background job (``services.studio.jobs``); an Interval polls its progress and draws it when it
-is done. Downloads are read from the user's runs on the server by the job's token (the
-browser only holds that token; ``callbacks.studio.jobs``). The synthetic copy's callbacks:
-``callbacks.studio.synthetic``.
+background job on the runner (``services.runner.jobs``); an Interval polls its progress and
+draws it when it is done. Downloads are read from the user's runs on the server by the job's
+token (the browser only holds that token; ``callbacks.studio.jobs``). The synthetic copy's
+callbacks: ``callbacks.studio.synthetic``.
 """
 
 from __future__ import annotations

@@ -11,11 +11,11 @@ logged at INFO. ``kill -HUP`` (systemctl reload) replaces the workers gracefully
 Workers share the ledger, the sessions and the login throttle through DATABASE_URL.
 Threaded workers (gthread), as the README documents: a cached answer is served by a free
 thread while other threads compute uncached views, instead of queueing behind them in a
-sync worker. With COHORT_OFFLOAD_UNCACHED=1 (cohort.env) a thread with an uncached view only
-waits for its worker's child process, so threads are cheap and many: with 4 per worker, a
-worker's threads were all waiting on its child at times and a cached answer queued behind
-them for seconds (p99 4 s); with 16, p99 44 ms. bench/bench_serving.py measures this file
-under load (bench/RESULTS_warehouse.md).
+sync worker. With COHORT_RUNNER_PROCESSES=1 (cohort.env) a thread with heavy work only
+waits for its worker's runner child (services/runner/), so threads are cheap and many: with 4
+per worker, a worker's threads were all waiting on its child at times and a cached answer
+queued behind them for seconds (p99 4 s); with 16, p99 44 ms. bench/bench_serving.py measures
+this file under load (bench/RESULTS.md).
 """
 
 from services.ops import logs as _logs
@@ -24,7 +24,7 @@ from services.ops import preflight as _preflight
 bind = "127.0.0.1:8050"          # loopback only: nginx is the one door from the network
 workers = 4
 worker_class = "gthread"
-threads = 16                      # mostly waiting on the offload child (see above)
+threads = 16                      # mostly waiting on the runner child (see above)
 timeout = 120                     # a large owner upload is parsed within one request
 graceful_timeout = 30
 forwarded_allow_ips = "127.0.0.1"  # only nginx's forwarded headers are believed

@@ -45,8 +45,11 @@ from services.identity import access
 from services.identity.roles import Role
 from services.ledger.plan import ReleaseKey, ReleasePlan
 from services.ledger.store import Ledger
+from services.runner.base import Progress
+from services.runner.inline import InlineRunner
+from services.runner.jobs import DIED, Jobs
 from services.session import asks_first, left_of
-from services.studio import jobs, pgm
+from services.studio import pgm
 from services.studio.accounting import opendp_epsilon
 from services.studio.measures import measure, metrics_dict
 from services.studio.outcomes import (
@@ -119,12 +122,13 @@ class StudioService:
 
     def __init__(self, registry, ledger: Ledger, *,
                  rng_factory: Callable[[], np.random.Generator | None] = lambda: None,
-                 runs_dir: Path | None = None) -> None:
+                 runs_dir: Path | None = None, jobs: Jobs | None = None) -> None:
         self.registry = registry
         self.ledger = ledger
         self._rng_factory = rng_factory
         # where every worker finds the page's jobs and runs (the app's data dir)
         self.store = RunStore(runs_dir or Path(tempfile.mkdtemp(prefix="studio-runs-")))
+        self.jobs = jobs or Jobs(InlineRunner())   # where the runs run: the app's runner
         self.synthetic_iters = pgm.ITERS   # mbi's mirror-descent iterations (tests: fewer)
 
     def _rng(self) -> np.random.Generator:
@@ -151,7 +155,7 @@ class StudioService:
         return check_choices(ds.schema, choices) or check_data(ds.frame, choices)
 
     def run(self, identity, dataset_id: str, choices: Sequence[ColumnChoice], *,
-            progress: jobs.Progress | None = None, span: tuple[float, float] = (0.05, 0.8),
+            progress: Progress | None = None, span: tuple[float, float] = (0.05, 0.8),
             stage: str = "") -> StudioRun:
         """A per-record copy, charged through the ledger's door (owner only).
 
@@ -204,7 +208,7 @@ class StudioService:
 
     def auto_tune(self, identity, dataset_id: str, choices: Sequence[ColumnChoice],
                   tolerances: Tolerances, budget: float, *, factor: float = 2.0,
-                  progress: jobs.Progress | None = None) -> tuple[TuneResult, list[StudioRun]]:
+                  progress: Progress | None = None) -> tuple[TuneResult, list[StudioRun]]:
         """The iterative query: every try is a charged run; returns the trail and the runs."""
         problems = self.problems(identity, dataset_id, choices)
         if problems:
@@ -239,28 +243,9 @@ class StudioService:
         problems = self.problems(identity, dataset_id, choices)
         if problems:
             raise ColumnProblemsError(problems)
-
-        def work(progress: jobs.Progress) -> tuple[dict[str, Any], str | None]:
-            trail = None
-            if tune is None:
-                run: StudioRun | None = self.run(identity, dataset_id, choices,
-                                                 progress=progress)
-            else:
-                result, runs = self.auto_tune(identity, dataset_id, choices, *tune,
-                                              progress=progress)
-                labels = {c.name: c.display for c in
-                          self.registry.get(str(dataset_id)).schema.columns}
-                trail = trail_result(result, tune[0], labels)
-                run = (runs[result.chosen if result.chosen is not None else -1]
-                       if runs else None)
-            if run is None:
-                return {"kind": "record", "run_id": None, "trail": trail,
-                        "verdict": verdict(trail, None)}, None
-            frame = self.registry.get(run.dataset_id).frame
-            return (record_result(run, frame, target, trail, progress=progress),
-                    dp_csv(run.copy.frame))
-
-        return jobs.submit(self.store, identity.user, "record", work)
+        return self.jobs.submit(self.store, identity.user, "record", record_job, identity,
+                                dataset_id, tuple(choices), target, tune,
+                                mark=self._mark(identity))
 
     def start_synthetic(self, identity, dataset_id: str, epsilon: Any, *,
                         columns: Sequence[str] | None = None, target: str | None = None,
@@ -282,18 +267,17 @@ class StudioService:
                                         user=identity.user)
             if asks_first(identity.role, status, price):
                 raise AskFirst(price, left_of(status))
+        return self.jobs.submit(self.store, identity.user, "synthetic", synthetic_job,
+                                identity, ds.id, eps, columns, target, compare,
+                                self.synthetic_iters, mark=self._mark(identity))
 
-        def work(progress: jobs.Progress) -> tuple[dict[str, Any], str | None]:
-            r = studio.synthesize(identity, ds.id, eps, columns=columns,
-                                  progress=progress)
-            part = self._synthetic_owner_part(identity, r, target, compare,
-                                              progress) if owner else None
-            return synthetic_result(r, part), dp_csv(r.frame)
-
-        return jobs.submit(self.store, identity.user, "synthetic", work)
+    def _mark(self, identity) -> int:
+        """The user's release count when a job starts: a job that died charged nothing if
+        it is unchanged (the door stores a release and its charge together)."""
+        return self.ledger.count_releases(user=identity.user)
 
     def _synthetic_owner_part(self, identity, r: SyntheticResult, target: str | None,
-                              compare: bool, progress: jobs.Progress) -> dict[str, Any]:
+                              compare: bool, progress: Progress) -> dict[str, Any]:
         """Metrics vs the original, model check, per-record comparison (owner only)."""
         model, note = None, ""
         if target:
@@ -350,10 +334,65 @@ class StudioService:
         """The state of ``identity``'s job ``token`` (None for anyone else's or unknown)."""
         if not getattr(identity, "authenticated", False):
             return None
-        return self.store.get(identity.user, token)
+        record = self.store.get(identity.user, token)
+        if record is not None and record.get("failure") == DIED:
+            record = {**record, "text": self._died_text(identity, record)}
+        return record
+
+    def cancel(self, identity, token: object) -> bool:
+        """Stop ``identity``'s job ``token`` (whichever worker runs it)."""
+        if not getattr(identity, "authenticated", False) or \
+                self.store.get(identity.user, token) is None:
+            return False
+        return self.jobs.cancel(self.store, identity.user, str(token))
+
+    def _died_text(self, identity, record: dict[str, Any]) -> str:
+        mark = record.get("mark")
+        if isinstance(mark, int) and self.ledger.count_releases(user=identity.user) == mark:
+            return ("Failed: the server process running it ended before it finished. Nothing "
+                    "was charged; run it again.")
+        return ("Failed: the server process running it ended before it finished. Part of it "
+                "may have been charged: the ledger lists every release; run it again.")
 
     def job_csv(self, identity, token: object) -> str | None:
         """The DP table of ``identity``'s finished job ``token`` (escaped CSV), else None."""
         if not getattr(identity, "authenticated", False):
             return None
         return self.store.csv(identity.user, token)
+
+
+# ---- the work a job runs (on the app's runner: module-level, plain arguments) --------------
+
+def record_job(services, progress: Progress, identity, dataset_id: str,
+               choices: tuple[ColumnChoice, ...], target: str | None,
+               tune: tuple[Tolerances, float] | None) -> tuple[dict[str, Any], str | None]:
+    """A per-record copy (or an auto-tune trail): the page's result and the DP table."""
+    studio: StudioService = services.studio
+    trail = None
+    if tune is None:
+        run: StudioRun | None = studio.run(identity, dataset_id, choices, progress=progress)
+    else:
+        result, runs = studio.auto_tune(identity, dataset_id, choices, *tune,
+                                        progress=progress)
+        labels = {c.name: c.display for c in
+                  studio.registry.get(str(dataset_id)).schema.columns}
+        trail = trail_result(result, tune[0], labels)
+        run = runs[result.chosen if result.chosen is not None else -1] if runs else None
+    if run is None:
+        return {"kind": "record", "run_id": None, "trail": trail,
+                "verdict": verdict(trail, None)}, None
+    frame = studio.registry.get(run.dataset_id).frame
+    return (record_result(run, frame, target, trail, progress=progress),
+            dp_csv(run.copy.frame))
+
+
+def synthetic_job(services, progress: Progress, identity, dataset_id: str, eps: float,
+                  columns: Sequence[str] | None, target: str | None, compare: bool,
+                  iters: int) -> tuple[dict[str, Any], str | None]:
+    """A synthetic copy (the MST fit), with the owner's metrics and comparison."""
+    studio: StudioService = services.studio
+    synth = SyntheticStudio(studio.registry, studio.ledger, studio._rng, iters=iters)
+    r = synth.synthesize(identity, dataset_id, eps, columns=columns, progress=progress)
+    part = studio._synthetic_owner_part(identity, r, target, compare, progress) \
+        if access.is_owner(identity) else None
+    return synthetic_result(r, part), dp_csv(r.frame)

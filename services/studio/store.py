@@ -3,9 +3,10 @@
 One run is one record: ``<root>/<user key>/<token>.json`` (its state while it runs, then what
 the page shows and the report) and ``<token>.csv.gz`` (the DP table, already escaped). The
 token is unguessable (128 random bits) and the folder is keyed by the signed-in user, so
-another user's token finds nothing. Each user keeps the last ``KEEP_PER_USER`` records; older
-ones are deleted. Writes go to a temporary file then ``os.replace``: a reader in another
-worker sees the old record or the new one, never half of one.
+another user's token finds nothing. The runner (``services.runner.jobs``) writes a job's state
+and heartbeat here; a record whose heartbeat stopped reads as failed. Each user keeps the last
+``KEEP_PER_USER`` records; older ones are deleted. Writes go to a temporary file then
+``os.replace``: a reader in another worker sees the old record or the new one, never half.
 """
 
 from __future__ import annotations
@@ -21,13 +22,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from services.runner import jobs
+
 KEEP_PER_USER = 5
-STALE_SECONDS = 15 * 60
-"""A job not updated for this long died with its worker (a restart): it is shown as failed."""
-INTERRUPTED = ("This run was interrupted (the server restarted); run it again. The ledger "
-               "shows whether it was charged.")
 _TOKEN = re.compile(r"^[0-9a-f]{32}$")
-RUNNING = ("queued", "running")
 
 
 def valid_token(token: object) -> bool:
@@ -58,19 +56,33 @@ class RunStore:
         record = {**record, "updated": time.time()}
         self._write(self._dir(user) / f"{token}.json", json.dumps(record).encode())
 
-    def new(self, user: str, kind: str) -> str:
+    def new(self, user: str, kind: str, **fields: Any) -> str:
         """A queued record of ``kind``; returns its token. Prunes the user's older records."""
         token = secrets.token_hex(16)
-        self._put(user, token, {"kind": kind, "state": "queued", "progress": 0.0,
-                                "text": "Queued: waiting for a free worker…"})
+        self._put(user, token, {**fields, "kind": kind, "state": "queued", "progress": 0.0,
+                                "text": "Queued: waiting for a free worker…",
+                                "started": time.time()})
         self._prune(user)
         return token
 
-    def update(self, user: str, token: str, **fields: Any) -> None:
-        """Change a record's fields (only the job that owns it writes it)."""
+    def update(self, user: str, token: str, **fields: Any) -> dict[str, Any] | None:
+        """Change a record's fields (only the job that owns it writes it); the new record."""
         current = self._read(user, token)
-        if current is not None:
-            self._put(user, token, {**current, **fields})
+        if current is None:
+            return None
+        record = {**current, **fields}
+        self._put(user, token, record)
+        return record
+
+    def request_cancel(self, user: str, token: str) -> bool:
+        """Ask the job ``token`` to stop (a file of its own: its owner never overwrites it)."""
+        if not valid_token(token) or self._read(user, token) is None:
+            return False
+        self._write(self._dir(user) / f"{token}.cancel", b"")
+        return True
+
+    def cancel_requested(self, user: str, token: str) -> bool:
+        return (self._dir(user) / f"{token}.cancel").exists()
 
     def finish(self, user: str, token: str, result: dict[str, Any], csv: str | None) -> None:
         """The run is done: its table first, then the record that says so."""
@@ -78,17 +90,14 @@ class RunStore:
             self._write(self._dir(user) / f"{token}.csv.gz", gzip.compress(csv.encode()))
         self.update(user, token, state="done", progress=1.0, text="Done", result=result)
 
-    def fail(self, user: str, token: str, message: str) -> None:
-        self.update(user, token, state="error", text=message)
-
     def get(self, user: str, token: object) -> dict[str, Any] | None:
         """The user's record ``token`` (None for an unknown token or another user's)."""
         if not valid_token(token):
             return None
         record = self._read(user, str(token))
-        if record and record.get("state") in RUNNING and \
-                time.time() - float(record.get("updated", 0)) > STALE_SECONDS:
-            record = {**record, "state": "error", "text": INTERRUPTED}
+        if record and jobs.stale(record):
+            record = {**record, "state": "error", "failure": jobs.DIED,
+                      "text": "The run stopped: its process ended."}
         return record
 
     def csv(self, user: str, token: object) -> str | None:
@@ -112,3 +121,4 @@ class RunStore:
         for old in records[KEEP_PER_USER:]:
             old.unlink(missing_ok=True)
             (folder / f"{old.stem}.csv.gz").unlink(missing_ok=True)
+            (folder / f"{old.stem}.cancel").unlink(missing_ok=True)

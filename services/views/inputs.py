@@ -41,7 +41,6 @@ from services.data.sources.query import AggregateQuery
 from services.data.sources.resolve import aggregates
 from services.ledger.plan import InternalSpec, epsilon_max
 from services.views import plan_store
-from services.views.niced import niced
 from services.views.statistics import group_keys as keys_of
 
 SIZES = "sizes"
@@ -197,7 +196,7 @@ def planned_tiers(cache_key: tuple, statistic: str, scales: GroupScales, *,
     elif statistic == Statistic.QUANTILES and getattr(_local, "known_only", False):
         raise PlanPending(f"plan of {cache_key[1]} not computed in this process yet")
     else:
-        tiers = niced(sound.plan_tiers, statistic, scales, **kwargs)   # the costly step
+        tiers = sound.plan_tiers(statistic, scales, **kwargs)   # the costly step
         if shared is not None:
             store.store_plan(shared, str(cache_key[0]), plan_store.encode(tiers))
     with _plans_lock:

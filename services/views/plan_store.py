@@ -4,7 +4,7 @@ A view's per-group ε plan (``dp_engine.sound.plan_tiers``) is a pure function o
 inputs (the DP group sizes and pilot, the column's public bounds, the view) and of the
 planning code; a box plot's takes seconds. Each process memoizes its own plans
 (``services/views/inputs.py``); this module lets a plan computed by one worker (or its
-offload child) serve the others and survive a restart. The key hashes the memo key and the
+runner child) serve the others and survive a restart. The key hashes the memo key and the
 source of the planning modules, so a new version of the planning code never reads an old
 plan. The payload is JSON (numbers round-trip exactly), never pickle.
 """

@@ -20,7 +20,6 @@ from typing import Any
 
 import numpy as np
 
-from dp_engine.errors import DPError
 from dp_engine.rng import as_generator
 from services.data.sources.query import Aggregates
 from services.data.sources.resolve import aggregates, read_rows
@@ -31,8 +30,6 @@ from services.ledger.store import Ledger
 from services.views import statistics as st
 from services.views.answer import ViewAnswer
 from services.views.inputs import calibration_specs, size_key, with_bound
-from services.views.niced import niced
-from services.views.offload import Offload
 from services.views.plans import PLANS, HistogramPlan, PaperPlan, ViewPlan, plan_for
 from services.views.queries import ViewRequest
 
@@ -44,12 +41,10 @@ class ReleaseService:
     """Answers Explore requests through the ledger's door with the views' plans."""
 
     def __init__(self, registry, ledger: Ledger, *,
-                 rng_factory: Callable[[], np.random.Generator | None] = lambda: None,
-                 offload: Offload | None = None) -> None:
+                 rng_factory: Callable[[], np.random.Generator | None] = lambda: None) -> None:
         self.registry = registry
         self.ledger = ledger
         self._rng_factory = rng_factory
-        self.offload = offload
         self._calibrated: set[str] = set()
 
     def _rng(self) -> np.random.Generator:
@@ -73,18 +68,12 @@ class ReleaseService:
 
     def answer_served(self, identity, req: ViewRequest, *, dataset=None,
                       price: bool = False) -> tuple[ViewAnswer, int | None]:
-        """``answer``, and the id of the stored release it is (None when a child process
-        served it: look it up)."""
+        """``answer``, and the id of the stored release it is."""
         ds = dataset if dataset is not None else self.registry.get(req.dataset_id)
         plan = self.plan(identity, req, dataset=ds)
         owner = identity.role is Role.OWNER
         if not isinstance(plan, PaperPlan):
             self.calibrate(ds)
-        if self.offload is not None and not isinstance(plan, PaperPlan) \
-                and self.ledger.lookup(plan.key) is None:
-            offloaded = self._offloaded(identity, req, ds, price)
-            if offloaded is not None:
-                return (offloaded if owner else offloaded.without_truth()), None
         served = self.ledger.release_all([self.ask(identity, plan, ds)], user=identity.user,
                                          rng=self._rng, price=price)[0]
         return self._with_status(served, owner), served.release_id
@@ -98,7 +87,7 @@ class ReleaseService:
         else:
             read = _aggregate_reader(plan, ds)
             draw = plan.compute(read)
-            compute = lambda eps, rng: niced(draw, eps, rng)   # noqa: E731 (uncached only)
+            compute = draw
             truth = (lambda: plan.truth(read())) if owner else None
         return Ask(plan, compute, lambda p, rel: plan.publish(p, rel, truth), channel)
 
@@ -142,9 +131,9 @@ class ReleaseService:
         ds = dataset if dataset is not None else self.registry.get(req.dataset_id)
         self.calibrate(ds)
         specs = [s for s in self.plan(identity, req, dataset=ds).inputs if s.priced]
-        served = niced(self.ledger.price, specs, dataset_id=str(ds.id),
-                       dataset_version=str(ds.version), payer=identity.role,
-                       user=identity.user, rng=self._rng)
+        served = self.ledger.price(specs, dataset_id=str(ds.id),
+                                   dataset_version=str(ds.version), payer=identity.role,
+                                   user=identity.user, rng=self._rng)
         return sum(s.charged for s in served)
 
     def calibrate(self, dataset) -> float:
@@ -153,8 +142,8 @@ class ReleaseService:
         version = str(dataset.version)
         if version in self._calibrated:
             return 0.0
-        added = niced(self.ledger.calibrate, calibration_specs(dataset),
-                      dataset_id=str(dataset.id), dataset_version=version, rng=self._rng)
+        added = self.ledger.calibrate(calibration_specs(dataset), dataset_id=str(dataset.id),
+                                      dataset_version=version, rng=self._rng)
         self._calibrated.add(version)
         return added
 
@@ -170,17 +159,6 @@ class ReleaseService:
         return self.ledger.status(role=identity.role, dataset_id=dataset_id, user=identity.user)
 
     # ---- internals ----------------------------------------------------------------
-    def _offloaded(self, identity, req: ViewRequest, ds, price: bool) -> ViewAnswer | None:
-        """The child process's answer; None (answer inline) if it could not give one."""
-        try:
-            return ViewAnswer.from_dict(self.offload.answer(identity, req, str(ds.version),
-                                                            price))
-        except DPError:
-            raise                       # a refusal is the answer, whoever computed it
-        except Exception:               # noqa: BLE001 - a stale or broken child: inline
-            log.warning("uncached release not offloaded; answered inline", exc_info=True)
-            return None
-
     @staticmethod
     def _with_status(served: Served, owner: bool) -> ViewAnswer:
         s = served.status

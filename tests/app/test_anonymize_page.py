@@ -20,6 +20,7 @@ from layouts.anonymize import page
 from services.data.registry import DatasetRegistry
 from services.identity.roles import Role
 from services.identity.session import Identity
+from tests.stand_ins import stand_in
 
 OWNER = Identity("olga", Role.OWNER, True)
 
@@ -39,7 +40,7 @@ def registry(tmp_path_factory):
 
 @pytest.fixture
 def services(registry):
-    return SimpleNamespace(registry=registry, identity=Session(OWNER))
+    return stand_in(registry=registry, identity=Session(OWNER))
 
 
 class TinyRegistry:
@@ -201,7 +202,7 @@ def test_bad_input_gets_a_message(services, over, words):
 
 
 def test_fake_registry_and_k_larger_than_n():
-    services = SimpleNamespace(registry=TinyRegistry(), identity=Session(OWNER))
+    services = stand_in(registry=TinyRegistry(), identity=Session(OWNER))
     msg, *_ = run(services, k=10, x="age", y="ward")
     assert "larger than the number of records" in text(msg)
     msg, report, fig, store, _ = run(services, k=2, x="age", y="ward", mode="shuffle")

@@ -58,8 +58,9 @@ BAD = [
     ("COHORT_LOGIN_BACKOFF_MAX_SECONDS", "1"),              # below the first wait (30)
     ("COHORT_LARGE_FILE_MB", "-1"),
     ("COHORT_DUCKDB_MEMORY", "lots"),
-    ("COHORT_OFFLOAD_UNCACHED", "sometimes"),
-    ("COHORT_NICE_UNCACHED", "2"),
+    ("COHORT_RUNNER_PROCESSES", "some"),
+    ("COHORT_RUNNER_PROCESSES", "-1"),
+    ("COHORT_RUNNER_PROCESSES", "1.5"),
     ("COHORT_LOG_FORMAT", "xml"),
     ("PORT", "http"),
     ("PORT", "0"),
@@ -105,10 +106,11 @@ def test_the_valid_forms_parse():
     cfg = AppConfig.from_env({
         "COHORT_BUDGETS": '{"collaborator": 4, "per_user": {"collaborator": 2}}',
         "COHORT_BUDGET_RENEWAL_DAYS": "30", "COHORT_COOKIE_SAMESITE": "strict",
-        "COHORT_OFFLOAD_UNCACHED": "yes", "COHORT_LOG_FORMAT": "JSON", "PORT": "9000",
+        "COHORT_RUNNER_PROCESSES": "2", "COHORT_LOG_FORMAT": "JSON", "PORT": "9000",
         "COHORT_DUCKDB_MEMORY": "2GB", "COHORT_MAX_UPLOAD_MB": "12.5"})
     assert cfg.budgets["collaborator"] == 4 and cfg.renewal_days == 30
-    assert cfg.cookie_samesite == "Strict" and cfg.offload_uncached and cfg.log_format == "json"
+    assert cfg.cookie_samesite == "Strict" and cfg.runner_processes == 2
+    assert cfg.log_format == "json"
     assert cfg.port == 9000 and cfg.max_upload_bytes == 12_500_000
     # unset or blank: the embedded defaults; an unset DATABASE_URL keeps SQLite in the data dir
     default = AppConfig.from_env({"COHORT_MAX_UPLOAD_MB": "", "DATABASE_URL": ""})
@@ -147,7 +149,7 @@ def test_the_shipped_env_file_reads_the_same_in_bash_and_in_the_cli(tmp_path):
     assert isinstance(json.loads(ours["COHORT_BUDGETS"])["collaborator"], int | float)
     assert "COHORT_BUDGETS" in ours and "COHORT_LOG_FORMAT" in ours
     cfg = AppConfig.from_env({**ours, "COHORT_USERS_FILE": str(tmp_path / "u.json")})
-    assert cfg.proxy_count == 1 and cfg.cookie_secure is True and cfg.offload_uncached
+    assert cfg.proxy_count == 1 and cfg.cookie_secure is True and cfg.runner_processes >= 1
 
 
 @pytest.mark.parametrize("line", [

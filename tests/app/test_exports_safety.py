@@ -26,6 +26,7 @@ from services.csv_safe import cell, frame_csv, is_safe, rows_csv
 from services.identity.roles import Role
 from tests.app.conftest import SessionAs
 from tests.app.explore_client import preview, render
+from tests.stand_ins import stand_in
 
 ROOT = Path(__file__).resolve().parents[2]
 NASTY = ["=HYPERLINK(\"http://x\",\"y\")", "+SUM(A1)", "-2+3+cmd|' /C calc'!A0", "@SUM(1)",
@@ -105,7 +106,7 @@ def test_the_anonymized_csv_escapes_formula_cells():
         ColumnSpec("dx", ColumnKind.CATEGORICAL, ColumnRole.SENSITIVE)))
     ds = SimpleNamespace(id="tiny", title="Tiny", version="1", frame=frame, schema=schema)
     registry = SimpleNamespace(list=lambda: [ds], get=lambda _id: ds)
-    services = SimpleNamespace(registry=registry, identity=SessionAs(Role.OWNER))
+    services = stand_in(registry=registry, identity=SessionAs(Role.OWNER))
     msg, _report, _fig, store, _disabled = anonymize_cb.handle_run(
         services, ids.AN_RUN, "tiny", ["age", "ward"], ["dx"], 3, "hybrid", "shuffle",
         "age", "ward", None, rng=np.random.default_rng(1))

@@ -27,6 +27,7 @@ from services.data.sources.sample import LazySample
 from services.identity.roles import Role
 from services.identity.session import Identity
 from services.views.queries import ViewRequest
+from tests.stand_ins import stand_in
 
 OWNER = Identity("olga", Role.OWNER, True)
 
@@ -81,8 +82,8 @@ def test_building_the_app_and_sound_views_read_no_row(app, reads):
 
 def test_the_anonymizer_reads_the_sample_once_on_first_use(app, reads):
     services = app.server.extensions["cohort"]
-    page = SimpleNamespace(registry=services.registry,
-                           identity=SimpleNamespace(current=lambda: OWNER))
+    page = stand_in(registry=services.registry,
+                    identity=SimpleNamespace(current=lambda: OWNER))
     schema = services.registry.get("cohort").schema
     anonymize_cb.handle_dataset(page, "cohort")                  # choosing it reads nothing
     assert reads == []

@@ -43,30 +43,30 @@ def test_the_warm_up_loads_what_the_first_figure_needs():
     assert banks == [12, 22, 27, 42, 52, 102, 127, 202, 252, 502, 1002]
 
 
-class _Offload:
+class _Runner:
     def __init__(self, fail: bool = False) -> None:
-        self.calls, self.fail = 0, fail
+        self.calls, self.fail = [], fail
 
-    def warm(self) -> None:
-        self.calls += 1
+    def warm(self, fn) -> None:
+        self.calls.append(fn)
         if self.fail:
             raise RuntimeError("no child today")
 
 
 class _Services:
-    def __init__(self, offload) -> None:
-        self.releases = type("R", (), {"offload": offload})()
+    def __init__(self, runner) -> None:
+        self.runner = runner
 
 
-def test_the_warm_up_starts_the_offload_child_and_never_raises(caplog):
-    ok = _Offload()
+def test_the_warm_up_starts_a_runner_child_and_never_raises(caplog):
+    ok = _Runner()
     warmup.start(_Services(ok)).join(timeout=120)
-    assert ok.calls == 1
-    broken = _Offload(fail=True)
+    assert ok.calls == [warmup.warm_job]
+    broken = _Runner(fail=True)
     warmup.warm(_Services(broken))                 # logged, not raised
-    assert broken.calls == 1
+    assert len(broken.calls) == 1
     assert "Warm-up failed" in caplog.text
-    warmup.warm(_Services(None))                   # no offload configured: fine
+    warmup.warm(_Services(None))                   # no runner given: fine
 
 
 def test_the_runtime_dependencies_leave_the_test_and_studio_extras_out():

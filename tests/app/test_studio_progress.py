@@ -15,7 +15,7 @@ from callbacks.studio.jobs import poll_view
 from layouts import ids
 from services.identity.roles import Role
 from services.identity.session import Identity
-from services.studio import jobs
+from services.runner import jobs
 from services.studio.store import RunStore
 from tests.app.test_studio_http import _post, _run
 from tests.app.test_studio_service import CHOICES
@@ -31,9 +31,10 @@ class ObservedStore(RunStore):
         super().__init__(root)
         self.seen: list[dict] = []
 
-    def update(self, user: str, token: str, **fields) -> None:
-        super().update(user, token, **fields)
+    def update(self, user: str, token: str, **fields) -> dict | None:
+        record = super().update(user, token, **fields)
         self.seen.append(self.get(user, token))
+        return record
 
 
 @pytest.fixture
@@ -57,12 +58,12 @@ def test_an_auto_tune_writes_every_stage_and_the_bar_draws_each(services, tmp_pa
 
     store = services.studio.store = ObservedStore(tmp_path / "runs")
 
-    def inline(store, user, kind, work):         # the job's own path, run here in order
-        token = store.new(user, kind)
-        jobs.run_job(store, user, token, work)
+    def inline(store, user, kind, fn, *args, mark=None):   # the job's own path, run here
+        token = store.new(user, kind, mark=mark)
+        services.studio.jobs._run(jobs._Held(store, user, token), fn, args)
         return token
 
-    monkeypatch.setattr(jobs, "submit", inline)
+    monkeypatch.setattr(services.studio.jobs, "submit", inline)
     token = services.studio.start_record(OWNER, "pirads", CHOICES, "BPH",
                                          tune=(Tolerances(max_ks=0.0), 10.0))
     running = [r for r in store.seen if r["state"] == "running"]

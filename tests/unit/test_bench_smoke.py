@@ -123,11 +123,11 @@ def test_door_section_is_spliced_into_the_results_once(tmp_path, monkeypatch):
 def test_serving_settings_and_sections(tmp_path):
     from bench import bench_serving as bs
 
-    deployed = bs.deployed("COHORT_OFFLOAD_UNCACHED") == "1"
-    assert bs.Setting.parse("4:16").offload is deployed
-    assert bs.Setting.parse("4:16::inline") == bs.Setting(4, 16, None, False)
-    assert bs.Setting.parse("2:8:4:offload") == bs.Setting(2, 8, 4, True)
-    with pytest.raises(ValueError, match="offload"):
+    deployed = int(bs.deployed("COHORT_RUNNER_PROCESSES"))
+    assert deployed >= 1 and bs.Setting.parse("4:16").processes == deployed
+    assert bs.Setting.parse("4:16::0") == bs.Setting(4, 16, None, 0)
+    assert bs.Setting.parse("2:8:4:2") == bs.Setting(2, 8, 4, 2)
+    with pytest.raises(ValueError, match="processes per worker"):
         bs.Setting.parse("4:4::fast")
     out = tmp_path / "r.md"
     out.write_text("# R\n\n## Cached answers under uncached load\n\nold\n\n## Next\n\nkept\n")

@@ -1,6 +1,7 @@
-"""The studio's run store and job runner: records bound to their user by an unguessable token,
-each user's last few kept (older ones and their tables deleted), a job that stopped updating
-shown as interrupted, failures as messages (a DPError's own, a generic one otherwise)."""
+"""The studio's run store and the runner's background jobs: records bound to their user by an
+unguessable token, each user's last few kept (older ones and their tables deleted), a job whose
+heartbeat stopped shown as failed, failures as messages (a DPError's own, a generic one
+otherwise), a cancel asked on another worker reaching the job."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import time
 import pytest
 
 from dp_engine.errors import DPError
-from services.studio import jobs
-from services.studio.store import INTERRUPTED, KEEP_PER_USER, STALE_SECONDS, RunStore
+from services.runner import InlineRunner, jobs
+from services.studio.store import KEEP_PER_USER, RunStore
 
 
 @pytest.fixture
@@ -44,33 +45,74 @@ def test_each_user_keeps_the_last_few(store):
     assert store.get("bob", other) is not None        # another user's records are untouched
 
 
-def test_a_job_that_stopped_updating_is_shown_as_interrupted(store):
-    token = store.new("ann", "synthetic")
+def _age(store: RunStore, token: str, seconds: float) -> None:
     record = store._read("ann", token)
     store._write(store._dir("ann") / f"{token}.json",
-                 json.dumps({**record, "updated": time.time() - STALE_SECONDS - 1,
-                                           "state": "running"}).encode())
-    assert store.get("ann", token)["state"] == "error"
-    assert store.get("ann", token)["text"] == INTERRUPTED
+                 json.dumps({**record, "updated": time.time() - seconds,
+                             "state": "running"}).encode())
+
+
+def test_a_job_whose_heartbeat_stopped_is_shown_as_failed(store):
+    token = store.new("ann", "synthetic")
+    _age(store, token, jobs.STALE_BEATS * jobs.HEARTBEAT - 5)
+    assert store.get("ann", token)["state"] == "running"       # a beat late is not dead
+    _age(store, token, jobs.STALE_BEATS * jobs.HEARTBEAT + 1)
+    record = store.get("ann", token)
+    assert record["state"] == "error" and record["failure"] == jobs.DIED
+
+
+def _jobs() -> jobs.Jobs:
+    runner = InlineRunner()
+    runner.bind("the services")
+    return jobs.Jobs(runner)
+
+
+def _until(store: RunStore, token: str, done=lambda r: r["state"] in ("done", "error")) -> dict:
+    for _ in range(1000):
+        record = store.get("ann", token)
+        if done(record):
+            return record
+        time.sleep(0.01)
+    raise AssertionError(f"job still {store.get('ann', token)}")
+
+
+def _raise(error):
+    def work(services, progress):
+        assert services == "the services"
+        progress(0.5, "half way")
+        raise error
+    return work
 
 
 @pytest.mark.parametrize(("error", "text"), [(DPError("Over budget."), "Over budget."),
                                              (RuntimeError("boom"), jobs.FAILED)])
 def test_a_failed_job_is_a_message(store, error, text):
-    def work(progress):
-        progress(0.5, "half way")
-        raise error
-
-    token = store.new("ann", "record")
-    jobs.run_job(store, "ann", token, work)
-    record = store.get("ann", token)
+    token = _jobs().submit(store, "ann", "record", _raise(error))
+    record = _until(store, token)
     assert record["state"] == "error" and record["text"] == text and "boom" not in record["text"]
 
 
 def test_a_job_runs_in_the_background_and_reports_its_result(store):
-    token = jobs.submit(store, "ann", "record", lambda progress: ({"run_id": "r"}, "c\n1\n"))
-    for _ in range(200):
-        if store.get("ann", token)["state"] == "done":
-            break
-        time.sleep(0.02)
-    assert store.get("ann", token)["result"] == {"run_id": "r"} and store.csv("ann", token)
+    token = _jobs().submit(store, "ann", "record",
+                           lambda services, progress: ({"run_id": "r"}, "c\n1\n"), mark=3)
+    record = _until(store, token)
+    assert record["result"] == {"run_id": "r"} and store.csv("ann", token)
+    assert record["mark"] == 3
+
+
+def test_a_cancel_asked_through_another_worker_stops_the_job(store, tmp_path, monkeypatch):
+    monkeypatch.setattr(jobs, "HEARTBEAT", 0.05)
+    started = []
+
+    def work(services, progress):
+        started.append(True)
+        while True:                       # stops at a report once the cancel arrived
+            progress(0.5, "working")
+            time.sleep(0.01)
+
+    token = _jobs().submit(store, "ann", "record", work)
+    _until(store, token, lambda r: bool(started))
+    assert RunStore(tmp_path).request_cancel("ann", token)     # another worker's store
+    assert not RunStore(tmp_path).request_cancel("bob", token)
+    record = _until(store, token)
+    assert record["state"] == "error" and record["failure"] == jobs.CANCELLED
