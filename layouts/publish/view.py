@@ -83,6 +83,7 @@ def published_figure(ans: ViewAnswer, *, demo: bool = False) -> dict[str, Any]:
     word (the reason is written under the chart)."""
     figure = build(ans)
     layout = dict(figure["layout"])
+    layout.pop("height", None)     # the page's box sizes the chart (440 px, 380 on a phone)
     notes = [dict(a, text="withheld") for a in layout.get("annotations", [])
              if a.get("bgcolor") == GAP_FILL and a.get("xref") != "paper"]
     layout.update(

@@ -376,6 +376,7 @@ def test_a_published_figure_has_no_chart_title_or_caption_to_clip(services):
     box = opened.figures[1]
     fig = published_figure(box.answer)
     assert fig["layout"]["title"] == {"text": ""}
+    assert "height" not in fig["layout"]          # sized by the page, not fixed
     texts = [a["text"] for a in fig["layout"]["annotations"]]
     assert texts and set(texts) == {"withheld"}                # one word in each gap
     header, rows = table_model(box)
