@@ -227,10 +227,12 @@ def register_callbacks(app, services: Services) -> None:
             drawn["results"], drawn["trail"] = _shown(result)
             return drawn["results"]
 
-        bar, results, msg, stop, no_files = poll_view(record, render, PROGRESS_NAME)
+        bar, results, msg, stop, no_files = poll_view(
+            record, render, PROGRESS_NAME,
+            lambda: services.studio.announced(services.identity.current(), token))
         trail = drawn.get("trail", no_update)
         return (bar, results, trail, msg, stop, no_files, no_files, no_files,
-                _insist_hidden(record))
+                _insist_hidden(record) if "results" in drawn else True)
 
     @app.callback(*[Output(b, "disabled", allow_duplicate=True) for b in buttons],
                   Output(ids.ST_MESSAGE, "children", allow_duplicate=True),

@@ -17,17 +17,26 @@ from services.studio.report import report_html, report_json
 GONE = ("This run is no longer kept on the server (only your last few are); run it again for "
         "a new copy.")
 NOT_READY = "This run has not finished yet; wait for it, then download."
+DRAWING = "Done: drawing the results…"
 HELD_BACK = ("This copy failed its tolerances, so its files are held back. Tick 'Download "
              "anyway' under the buttons to take them (recorded in the ledger).")
 
 
 def poll_view(record: dict[str, Any] | None, render: Callable[[dict[str, Any]], Any],
-              name: str) -> tuple[Any, Any, Any, bool, bool]:
+              name: str, announced: Callable[[], bool] = lambda: True,
+              ) -> tuple[Any, Any, Any, bool, bool]:
     """(progress, results, message, poll disabled, downloads disabled) for a job's state;
-    ``render`` draws a finished job's result; ``name`` names the progress bar."""
+    ``render`` draws a finished job's result; ``name`` names the progress bar.
+
+    ``announced()`` says whether a poll already showed the job as done (and marks it so):
+    the first poll that finds it done shows "drawing the results" at 100 % and the next one
+    sends the results, so the bar does not sit on the job's last stage while the browser
+    draws a page of charts."""
     if record is None:
         return None, no_update, layout.message(GONE), True, True
     state = record.get("state")
+    if state == "done" and not announced():
+        return layout.job_progress(1.0, DRAWING, name), no_update, no_update, False, True
     if state == "done":
         result = record.get("result") or {}
         return None, render(result), None, True, not downloadable(result)

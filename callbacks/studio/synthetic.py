@@ -154,7 +154,9 @@ def register_callbacks(app, services) -> None:
         def render(result: dict[str, Any]) -> Any:
             return layout.results(result) if result.get("kind") == "synthetic" else None
 
-        bar, results, msg, stop, no_files = poll_view(record, render, PROGRESS_NAME)
+        bar, results, msg, stop, no_files = poll_view(
+            record, render, PROGRESS_NAME,
+            lambda: services.studio.announced(services.identity.current(), token))
         return bar, results, msg, stop, no_files, no_files, no_files
 
     @app.callback(Output(ids.ST_SYN_DOWNLOAD, "data"),

@@ -330,6 +330,15 @@ class StudioService:
         self.store.update(identity.user, str(token), result=result)
         return {**record, "result": result}
 
+    def announced(self, identity, token: object) -> bool:
+        """Whether a poll already showed ``identity``'s finished job ``token`` as done;
+        marks it so (the page then draws the results on its next poll)."""
+        record = self.job(identity, token)
+        if record is None or record.get("announced"):
+            return True
+        self.store.update(identity.user, str(token), announced=True)
+        return False
+
     def job(self, identity, token: object) -> dict[str, Any] | None:
         """The state of ``identity``'s job ``token`` (None for anyone else's or unknown)."""
         if not getattr(identity, "authenticated", False):

@@ -123,3 +123,10 @@ def test_a_poll_during_the_run_shows_the_stage_the_job_is_in(client, services):
             break
         threading.Event().wait(0.05)
     assert record["state"] == "done" and record["result"]["verdict"]["ok"] is False
+    # the first poll that finds it done says so at 100 % while the page draws; the next
+    # one sends the results and stops polling
+    assert poll() == ("Done: drawing the results… 100 %", 100)
+    out = _post(client, ids.ST_PROGRESS, {(ids.ST_LAST, "data"): token},
+                (ids.ST_POLL, "n_intervals")).json["response"]
+    assert out[ids.ST_POLL]["disabled"] is True and out[ids.ST_PROGRESS]["children"] is None
+    assert "Auto-tune failed" in json.dumps(out[ids.ST_RESULTS])
