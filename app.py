@@ -9,7 +9,7 @@ they and ``main`` (``make run``) warm the first figure's code paths in the backg
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +28,10 @@ from callbacks import shell as shell_callbacks
 from callbacks import studio as studio_callbacks
 from callbacks.server import warmup
 from callbacks.server.auth import IdentityService, init_auth, user_role
-from callbacks.server.dash_setup import finish_dash_setup
-from callbacks.server.health import install_health
 from layouts.components import shell
 from services.config import AppConfig
 from services.container import Services, build_services
-from services.identity.session import FAVICON_ENDPOINT, assert_bind_allowed
+from services.identity.session import FAVICON_ENDPOINT, HEALTH_ENDPOINT, assert_bind_allowed
 from services.ops import logs, preflight
 
 ROOT = Path(__file__).resolve().parent
@@ -136,6 +134,28 @@ def install_favicon(server: flask.Flask) -> None:
 
     server.add_url_rule(f"/{FAVICON}", FAVICON_ENDPOINT, _favicon)
     server.add_url_rule("/favicon.ico", FAVICON_ENDPOINT + "_ico", _favicon)
+
+
+def install_health(server: flask.Flask, report: Callable[[], tuple[dict[str, Any], int]]) -> None:
+    """``GET /healthz`` answering ``report()`` (``services.ops.preflight.health``: is the ledger
+    database reachable, its schema version; nothing else), without a session and never cached."""
+
+    def _health() -> flask.Response:
+        body, status = report()
+        response = flask.jsonify(body)
+        response.status_code = status
+        response.headers["Cache-Control"] = "no-store"
+        return response
+
+    server.add_url_rule("/healthz", HEALTH_ENDPOINT, _health, methods=["GET"])
+
+
+def finish_dash_setup(app: Dash) -> None:
+    """Run Dash's first-request set-up now, in the thread that builds the app: Dash marks its
+    hook done before it has registered the component libraries, so with threaded workers a
+    bundle asked for right after a restart was refused ("Registered libraries are: []")."""
+    with app.server.test_request_context("/"):
+        app._setup_server()  # Dash's own hook; later calls return at once
 
 
 def install_error_handlers(server: flask.Flask) -> None:

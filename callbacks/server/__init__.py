@@ -1,3 +1,3 @@
-"""The web server's own hooks (Flask): sign-in sessions and the guard, security headers, body
-limits, the health check and Dash's set-up. The application core has no web framework; these
-modules attach it to one server."""
+"""The web server's own hooks (Flask): sign-in sessions, the guard and body limits of every
+request (``auth``), security headers (``headers``). The application core has no web
+framework; these modules attach it to one server (``app.py`` adds ``/healthz``)."""

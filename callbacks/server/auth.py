@@ -1,8 +1,9 @@
 """The identity layer's Flask side: sessions, the guard and the hooks of every request.
 
 Who a requester is and the settings are ``services.identity.session`` (no web framework);
-this module installs them on a Flask server (security headers, body limits, the embedded-mode
-guard or Flask-Login sessions stored in SQL) and reads the current request's identity.
+this module installs them on a Flask server (security headers, body limits per role checked
+from Content-Length before anything reads a body, the embedded-mode guard or Flask-Login
+sessions stored in SQL) and reads the current request's identity.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from flask.sessions import SecureCookieSessionInterface
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from callbacks.server.headers import install_security_headers
-from callbacks.server.limits import install_body_limits
+from services.config import MIN_SECRET_LEN
 from services.identity.db import IdentityDB
+from services.identity.limits import UPDATE_PATH, BodyLimits
 from services.identity.roles import Role
 from services.identity.session import (
     ANONYMOUS,
@@ -31,7 +33,6 @@ from services.identity.session import (
     HOW_TO_CONFIGURE,
     LOCAL_OWNER,
     LOGIN_ENDPOINT,
-    MIN_SECRET_LEN,
     PROXY_HEADERS,
     PUBLIC_ENDPOINTS,
     AuthConfigError,
@@ -210,6 +211,41 @@ def end_session(state: AuthState) -> None:
         log.info("Signed out: %s from %s.", user.record.name, request.remote_addr)
     flask_login.logout_user()
     session.clear()
+
+
+def install_body_limits(server: flask.Flask, limits: BodyLimits,
+                        identity: Callable[[], object]) -> Callable[[], flask.Response | None]:
+    """Set MAX_CONTENT_LENGTH; return the hook that refuses oversized bodies (413, 411).
+
+    ``identity()`` returns an object with ``authenticated`` and ``role`` (from the session).
+    The caller decides where the hook runs (first, before any other hook).
+    """
+    server.config["MAX_CONTENT_LENGTH"] = limits.largest
+
+    def _limit_body() -> flask.Response | None:
+        who = identity()
+        limit = limits.limit(bool(getattr(who, "authenticated", False)),
+                             getattr(who, "role", Role.THIRD_PARTY), request.path)
+        request.max_content_length = limit
+        length = request.content_length
+        if request.headers.get("Transfer-Encoding", "identity").lower() != "identity":
+            status = 411
+            text = "A request body must state its length (Content-Length). Nothing was read."
+        elif length is None or length <= limit:
+            return None
+        else:
+            status = 413
+            text = (f"This request is {length / 1e6:.1f} MB; at most {limit / 1e6:.2f} MB is "
+                    "accepted here for your role. Nothing was read or changed.")
+        if request.path.endswith(UPDATE_PATH):
+            response = flask.jsonify(message=text)
+        else:
+            response = flask.Response(text + "\n", mimetype="text/plain")
+        response.status_code = status
+        response.headers["Connection"] = "close"  # the unread body is not ours to drain
+        return response
+
+    return _limit_body
 
 
 def _hooks_first(server: flask.Flask, *hooks) -> None:

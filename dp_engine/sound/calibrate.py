@@ -37,7 +37,6 @@ from dp_engine.sound.validation import check_bounds, check_qs
 # One ε per view, against the column's range: the accuracy map the current Explore page uses.
 # The per-group calibration with the one definition of relative error is ``plan``.
 
-STATISTICS = tuple(Statistic)
 DEFAULT_GRID = np.geomspace(1e-3, 10.0, 400)
 
 

@@ -56,7 +56,6 @@ from dp_engine.sound.releases.quantile_bank import banked_quantile_error
 from dp_engine.sound.spread import band_levels, error_scale, relative
 from dp_engine.sound.statistic import Statistic
 
-STATISTICS = tuple(Statistic)
 DEFAULT_CEILINGS: Mapping[int, float] = {0: 8.0, 1: 2.0, 2: 2.0}
 """ε ceiling per view for noise factor 0 (owner), 1 (collaborator), 2 (third party)."""
 LOW_BAND_TARGET = 0.7

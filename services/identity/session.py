@@ -41,9 +41,8 @@ HEALTH_ENDPOINT = "cohort_health"
 PUBLIC_ENDPOINTS = (LOGIN_ENDPOINT, LOGOUT_ENDPOINT, FAVICON_ENDPOINT, FAVICON_ENDPOINT + "_ico",
                     HEALTH_ENDPOINT)
 """Routes served without a session: sign-in, sign-out, the product's icon and the health check
-(callbacks/server/health.py), which reveals nothing but the database's state."""
+(``app.install_health``), which reveals nothing but the database's state."""
 COOKIE_NAME = "cohort_session"
-MIN_SECRET_LEN = 16
 _LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
 PROXY_HEADERS = ("X-Forwarded-For", "X-Real-IP", "Forwarded", "X-Forwarded-Host")
 

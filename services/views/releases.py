@@ -25,7 +25,7 @@ from services.data.sources.query import Aggregates
 from services.data.sources.resolve import aggregates, read_rows
 from services.identity.roles import Role
 from services.ledger.door import Ask
-from services.ledger.records import AccountStatus, Quote, Served, StoredRelease
+from services.ledger.records import Served, StoredRelease
 from services.ledger.store import Ledger
 from services.views import statistics as st
 from services.views.answer import ViewAnswer
@@ -104,26 +104,6 @@ class ReleaseService:
         owner = identity.role is Role.OWNER
         return [(self._with_status(s, owner), s.release_id, s.stored) for s in served]
 
-    def quote(self, identity, req: ViewRequest, *, dataset=None) -> Quote:
-        """What answering ``req`` would cost now; reads no row and spends nothing."""
-        ds = dataset if dataset is not None else self.registry.get(req.dataset_id)
-        self.calibrate(ds)
-        return self.ledger.quote(self.plan(identity, req, dataset=ds), user=identity.user)
-
-    def quotes(self, identity, reqs: list[ViewRequest], *, dataset) -> list[Quote | Exception]:
-        """``quote`` of each request from one read transaction; a request that cannot be
-        planned or priced is its exception in the list."""
-        self.calibrate(dataset)
-        plans: list = []
-        for req in reqs:
-            try:
-                plans.append(self.plan(identity, req, dataset=dataset))
-            except Exception as exc:    # noqa: BLE001 - handed back like the ledger's
-                plans.append(exc)
-        sources = [p for p in plans if not isinstance(p, Exception)]
-        got = iter(self.ledger.quotes(sources, user=identity.user))
-        return [p if isinstance(p, Exception) else next(got) for p in plans]
-
     def prepare(self, identity, req: ViewRequest, *, dataset=None) -> float:
         """Price ``req``'s grouping: release its DP group sizes (charged to the role, served
         to it, public from then on) if nobody has. Returns the ε charged (0: already
@@ -153,10 +133,6 @@ class ReleaseService:
         if rel is None:
             return None
         return int(round(float(np.nansum(np.asarray(rel.value, dtype=float)))))
-
-    def status(self, identity, dataset_id: str) -> AccountStatus:
-        """Role spent / limit, this user's spend / limit, dataset loss / cap."""
-        return self.ledger.status(role=identity.role, dataset_id=dataset_id, user=identity.user)
 
     # ---- internals ----------------------------------------------------------------
     @staticmethod

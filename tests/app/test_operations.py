@@ -22,7 +22,6 @@ import pytest
 from sqlalchemy import create_engine
 from sqlalchemy.pool import NullPool
 
-from callbacks.server.health import install_health
 from services import cli
 from services.config import AppConfig
 from services.identity.users import UsersFileError, add_user, load_users
@@ -186,6 +185,8 @@ def test_healthz_says_unavailable_when_the_database_is_not_reachable(caplog):
     server = flask.Flask("health")
     engine = create_engine("postgresql+psycopg://cohort:s3cr3t@127.0.0.1:1/cohort",
                            poolclass=NullPool, connect_args={"connect_timeout": 5})
+    from app import install_health
+
     install_health(server, lambda: preflight.health(engine))
     with caplog.at_level(logging.WARNING):
         res = server.test_client().get("/healthz")

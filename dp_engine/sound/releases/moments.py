@@ -31,10 +31,6 @@ from dp_engine.sound.spread import SCALE_WORDS, error_scale
 from dp_engine.sound.statistic import Statistic
 
 
-def moment_components(statistic: str) -> tuple[str, ...]:
-    return Statistic.of(statistic).components
-
-
 def moment_noise(lower: float, upper: float, epsilon: Any, statistic: str,
                   contribution: int = 1) -> tuple[dict, dict, dict]:
     """(noise scale in value units, lattice step, sensitivity in value units) per component.
@@ -42,7 +38,7 @@ def moment_noise(lower: float, upper: float, epsilon: Any, statistic: str,
     ε splits evenly: mean = count + sum (ε/2 each); variance = count, sum, sum of squares
     (ε/3 each). ``epsilon`` may be an array (one scale per group).
     """
-    names = moment_components(statistic)
+    names = Statistic.of(statistic).components
     grid, sens = lattice_plan(lower, upper, Statistic.of(statistic) is Statistic.VARIANCE)
     share = np.asarray(epsilon, dtype=float) / len(names)
     k = float(contribution)
@@ -75,7 +71,7 @@ def release_moments(sums: MomentSums, epsilon: Any, *, rng: RngLike = None,
         true["sumsq"] = np.asarray(sums.s2, dtype=float).reshape(-1)
     gen = as_generator(rng)
     noisy = {name: noise_rows(true[name], scales[name] / grid[name], gen) * grid[name]
-             for name in moment_components(statistic)}
+             for name in statistic.components}
     params = base_params(eps, per_group, k, keys)
     params.update({
         "lower": float(sums.lower), "upper": float(sums.upper), "grid": grid,
