@@ -230,8 +230,10 @@ def report(imports: dict | None, boots: list[dict], warm: list[dict], clone: dic
                      f"CPU), server answers {clone['answers']:.1f} s after `make run`, figure "
                      f"{clone['figure']:.2f} s (load {clone['load_after']}) | < 30 s |")
     if sizes:
-        lines += ["", "Install sizes (du of a fresh venv, pip's cache warm; Debian's "
-                  "python3 3.11):", "", "| environment | pip install | venv size | time |",
+        lines += ["", "Install sizes (du of a fresh venv made by `python3 -m venv` with pip's "
+                  "default byte-compilation, pip's cache warm; `make run`'s `--no-compile` "
+                  "runtime is 434 MB until its modules are first imported):", "",
+                  "| environment | pip install | venv size | time |",
                   "|---|---|---|---|"]
         for s in sizes:
             lines.append(f"| {s['name']} | `-e \"{s['extra']}\"` | {s['size']} | "
