@@ -196,6 +196,9 @@ def render(services: Services, identity, data: ScreenData) -> Screen:
 
 ACTIONS = {ids.EX_PRESET: PRESET, ids.EX_DATASET: DATASET, ids.EX_RELEASE: RELEASE,
            ids.EX_REOPEN: REOPEN}
+QUICK = (None, DATASET)
+"""Actions whose screen spends nothing (a control or the dataset changed: a preview with
+its price); a preset, Release and a reopen may spend or serve."""
 
 
 def explore(services: Services, trigger: Any, preset: Any, c: dict[str, Any],
@@ -234,8 +237,9 @@ def _computed(services: Services, identity, action, preset, c, reopen,
     session = Session(services, identity)
     if status is None:        # not read yet (a costly plan first): read it, to compare
         status = session.status(str(c.get("dataset")))
-    try:
-        return services.runner.call(screen_data, identity, action, preset, c, reopen)
+    try:                        # a screen that spends nothing (a preview, a quote): quick lane
+        return services.runner.call(screen_data, identity, action, preset, c, reopen,
+                                    quick=action in QUICK)
     except JobDied:
         log.warning("Explore screen: the runner's process died", exc_info=True)
         now = session.status(str(c.get("dataset")))

@@ -19,7 +19,7 @@ from services.ledger.policy import BudgetPolicy
 from services.ledger.store import Ledger
 from services.publish.service import PublishService
 from services.publish.store import PublishStore
-from services.runner import InlineRunner, Jobs, ProcessRunner, Runner
+from services.runner import InlineRunner, Jobs, Lanes, ProcessRunner, Runner
 from services.studio.service import StudioService
 from services.views.releases import ReleaseService, new_rng_factory
 
@@ -81,9 +81,11 @@ def runner_services(config: AppConfig) -> AppServices:
 
 def make_runner(config: AppConfig) -> Runner:
     """Where heavy work runs: inline (``COHORT_RUNNER_PROCESSES`` 0), else that many
-    lower-priority child processes per web worker, each with services built like these."""
+    lower-priority child processes per web worker, each with services built like these, and
+    one more for previews and quotes (``Lanes``)."""
     if config.runner_processes > 0:
-        return ProcessRunner(config, config.runner_processes, runner_services)
+        return Lanes(ProcessRunner(config, config.runner_processes, runner_services),
+                     ProcessRunner(config, 1, runner_services))
     return InlineRunner()
 
 

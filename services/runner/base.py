@@ -31,7 +31,7 @@ Work = Callable[..., T]
 
 
 class Runner(Protocol):
-    """Where heavy work runs (``InlineRunner`` or ``ProcessRunner``)."""
+    """Where heavy work runs (``InlineRunner``, ``ProcessRunner`` or its two ``Lanes``)."""
 
     background_slots: int
     in_process: bool
@@ -39,9 +39,10 @@ class Runner(Protocol):
     would hand over)."""
 
     def call(self, fn: Work, *args: Any, progress: Progress = no_progress,
-             cancelled: Callable[[], bool] | None = None) -> Any:
+             cancelled: Callable[[], bool] | None = None, quick: bool = False) -> Any:
         """``fn(services, progress, *args)`` now; its result or its error. ``JobDied`` if
-        its process ended first, ``JobCancelled`` once ``cancelled()`` turned true."""
+        its process ended first, ``JobCancelled`` once ``cancelled()`` turned true.
+        ``quick``: work that spends nothing and must not queue behind heavy work."""
         ...
 
     def bind(self, services: Any) -> None:

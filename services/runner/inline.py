@@ -23,7 +23,8 @@ class InlineRunner:
         self.services = services
 
     def call(self, fn: Work, *args: Any, progress: Progress = no_progress,
-             cancelled: Callable[[], bool] | None = None) -> Any:
+             cancelled: Callable[[], bool] | None = None, quick: bool = False) -> Any:
+        del quick                      # one lane: the caller's own thread
         if cancelled is None:
             return fn(self.services, progress, *args)
 

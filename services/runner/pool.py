@@ -230,7 +230,8 @@ class ProcessRunner:
     # -- work -------------------------------------------------------------------------------
 
     def call(self, fn: Work, *args: Any, progress: Progress = no_progress,
-             cancelled: Callable[[], bool] | None = None) -> Any:
+             cancelled: Callable[[], bool] | None = None, quick: bool = False) -> Any:
+        del quick                      # one lane: ``Lanes`` routes quick work to its own pool
         child = self._take()
         alive = False
         try:

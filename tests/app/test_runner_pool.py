@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import signal
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -14,7 +16,7 @@ from layouts import ids
 from services.identity.roles import Role
 from services.identity.session import Identity
 from services.ledger.audit import check_invariants
-from services.runner import ProcessRunner
+from services.runner import Lanes
 from services.views.screen import RELEASE, screen_data
 from tests.app.explore_client import PRICED, post, preset, render
 
@@ -47,20 +49,22 @@ def _count_calls(monkeypatch, runner) -> list[str]:
 
 def test_screens_that_compute_are_drawn_by_a_child_and_cached_ones_here(app, monkeypatch):
     s = services_of(app)
-    assert isinstance(s.runner, ProcessRunner)
+    assert isinstance(s.runner, Lanes)
     calls = _count_calls(monkeypatch, s.runner)
     client = app.server.test_client()
     values = {"dataset": "pirads", "role": "owner", "view": "median", "x": "Age",
               "group": "Prostatitis"}
     shown = post(client, ids.EX_VIEW, **values)                  # a free preview
     assert shown.status == 200 and shown.preview and calls == ["screen_data"]
-    (child,) = s.runner.pids()
-    assert child != os.getpid()
+    (quick,) = s.runner.quick.pids()              # a preview spends nothing: the quick lane
+    assert quick != os.getpid() and s.runner.heavy.pids() == []
     assert s.ledger.releases(dataset_id="pirads") == []
     priced = post(client, ids.EX_RELEASE, **values)              # pricing: the group sizes
     assert PRICED in priced.text and len(calls) == 2 and views(s.ledger) == []
     released = post(client, ids.EX_RELEASE, **values)            # the release itself
     assert released.release_ids() and len(calls) == 3
+    (heavy,) = s.runner.heavy.pids()              # pricing and releases: the heavy lane
+    assert heavy != quick
     (row,) = views(s.ledger)
     assert row.epsilon > 0 and str(row.id) in released.release_ids()
     again = post(client, ids.EX_RELEASE, **values)               # cached: drawn here, free
@@ -69,7 +73,8 @@ def test_screens_that_compute_are_drawn_by_a_child_and_cached_ones_here(app, mon
     assert len(views(s.ledger)) == 1
     moved = post(client, ids.EX_GROUP, **values)                 # a control back to it: free
     assert "Opened free" in moved.text and len(calls) == 3
-    assert s.runner.pids() == [child] and check_invariants(s.ledger) == []
+    assert sorted(s.runner.pids()) == sorted([heavy, quick])
+    assert check_invariants(s.ledger) == []
 
 
 def test_a_refusal_in_the_child_comes_back_as_a_refusal(app):
@@ -133,3 +138,33 @@ def test_a_child_that_died_is_replaced(app):
     (fresh,) = s.runner.pids()
     assert fresh != child
     assert check_invariants(s.ledger) == []
+
+
+def held_until(services, progress, gate: str) -> str:
+    """Heavy work that holds its child until the test creates ``gate``."""
+    progress(0.0, "held")
+    while not os.path.exists(gate):
+        time.sleep(0.05)
+    return "done"
+
+
+def test_a_preview_does_not_queue_behind_a_release(app, tmp_path):
+    s = services_of(app)
+    gate = tmp_path / "go"
+    started: list[str] = []
+    values = {"dataset": "pirads", "role": "owner", "view": "median", "x": "Age",
+              "group": "Prostatitis"}
+    with ThreadPoolExecutor(2) as pool:
+        held = pool.submit(s.runner.call, held_until, str(gate),
+                           progress=lambda _f, text: started.append(text))
+        while not started and not held.done():   # the heavy lane's one child is busy
+            time.sleep(0.05)
+        shown = pool.submit(post, app.server.test_client(), ids.EX_VIEW, **values)
+        deadline = time.monotonic() + 600        # a hang guard, not a speed limit
+        while not shown.done() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        answered_first = shown.done()
+        gate.touch()                             # let the heavy work go either way
+        assert held.result() == "done"
+    assert answered_first, "the preview waited for the heavy lane"
+    assert shown.result().status == 200 and shown.result().preview

@@ -166,9 +166,14 @@ def _text(node: Any, component_id: str) -> str:
     return " ".join(found)
 
 
+def status(service, who: Identity):
+    """Who's standing on the sample cohort, read from the ledger."""
+    return service.ledger.status(role=who.role, dataset_id="pirads", user=who.user)
+
+
 def test_the_ledger_charges_exactly_the_epsilon_the_panel_shows(cohort_service):
     carl = Identity("carl", Role.COLLABORATOR, True)
-    before = cohort_service.ledger.status(role=carl.role, dataset_id="pirads", user=carl.user).role.spent
+    before = status(cohort_service, carl).role.spent
     req = ViewRequest("pirads", "mean", "Age", "Prostatitis", "sound", Role.COLLABORATOR)
     ans = cohort_service.answer(carl, req, price=True)
     stored = max(cohort_service.ledger.releases(), key=lambda r: r.id)
@@ -181,7 +186,7 @@ def test_the_ledger_charges_exactly_the_epsilon_the_panel_shows(cohort_service):
     assert _text(card, ids.PANEL_SPENT) == fmt(ans.epsilon_charged)
     again = cohort_service.answer(carl, req, price=True)
     assert again.cached and again.epsilon_charged == 0.0
-    assert cohort_service.ledger.status(role=carl.role, dataset_id="pirads", user=carl.user).role.spent == pytest.approx(ans.budget_spent)
+    assert status(cohort_service, carl).role.spent == pytest.approx(ans.budget_spent)
 
 
 def test_a_non_owner_reply_holds_no_true_value(client, session, explore_app):
