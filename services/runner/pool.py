@@ -12,6 +12,7 @@ and, everywhere, a watchdog thread that exits once the parent is gone.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import ctypes.util
@@ -160,6 +161,8 @@ class ProcessRunner:
         self._cond = threading.Condition()
         self._starter: _Starter | None = None
         self._closed = False
+        self._launching = threading.Lock()
+        atexit.register(self.close)      # a worker that exits mid-launch leaves no half child
 
     def bind(self, services: Any) -> None:
         """Children build their own services; nothing to bind."""
@@ -172,7 +175,8 @@ class ProcessRunner:
         process = ctx.Process(target=_child, name="cohort-runner", daemon=True,
                               args=(theirs, self.config, self._build, self._initializer,
                                     os.getpid()))
-        process.start()
+        with self._launching:            # the parent must not exit while it hands over
+            process.start()              # the child's start-up data (it would read EOF)
         theirs.close()
         try:
             first = mine.recv()
@@ -258,12 +262,18 @@ class ProcessRunner:
         def run() -> None:
             try:
                 self.call(fn)
+            except (JobDied, JobCancelled) as exc:   # the worker is stopping (a reload, a
+                log.info("runner warm-up stopped: %s", exc)     # restart): not an error
             except Exception:  # noqa: BLE001 - the first real call starts a child anyway
                 log.warning("runner warm-up failed", exc_info=True)
 
         threading.Thread(target=run, name="runner-warm-up", daemon=True).start()
 
     def close(self) -> None:
+        """Kill every child (also at exit: a child being launched gets its start-up data
+        first, then dies with its parent)."""
+        if self._launching.acquire(timeout=10):
+            self._launching.release()
         with self._cond:
             self._closed = True
             children, self._idle = [*self._idle, *self._busy], []
