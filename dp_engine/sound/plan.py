@@ -273,12 +273,18 @@ def plan_groups(statistic: str, noise_factor: int, scales: GroupScales, *,
     eps = np.where(np.asarray(scales.n_hat) > 0, eps, np.nan)
     at = np.where(np.isfinite(eps), eps, cap)
     fixed_grid = c is not None
+    limit = informative
     for _ in range(POLISH_STEPS):     # the curves interpolate: check the chosen ε, nudge it
         if quantiles and not fixed_grid:
             c = candidates_for(scales.n_hat, FINE_CANDIDATES, method, at)
             kwargs["n_candidates"] = c
         e_abs, e_rel_at, m_rel_at = error_curves(statistic, at[:, None], scales, **kwargs)
-        high = np.isfinite(eps) & (e_rel_at[:, 0] > hi) & (at < cap)
+        if quantiles:    # informative on the grid the release will use (checked below)
+            limit = np.minimum(informative, INFORMATIVE * _data_free(statistic, grid[0],
+                                                                     scales, kwargs))
+        # above the band, or no better than a release that reads no data: less noise
+        high = np.isfinite(eps) & ((e_rel_at[:, 0] > hi) | (e_rel_at[:, 0] > limit)) \
+            & (at < cap)
         low = np.isfinite(eps) & (m_rel_at[:, 0] < lo) & ~high
         if not (high.any() or low.any()):
             break
@@ -287,8 +293,8 @@ def plan_groups(statistic: str, noise_factor: int, scales: GroupScales, *,
         eps = np.where(np.isfinite(eps), at, eps)
     e_at = e_rel_at[:, 0]
     if quantiles:    # data-free error on the grid the release will use
-        free = error_curves(statistic, np.full((g, 1), grid[0]), scales, **kwargs)[1][:, 0]
-        informative = np.minimum(informative, INFORMATIVE * free)
+        informative = np.minimum(informative, INFORMATIVE * _data_free(statistic, grid[0],
+                                                                       scales, kwargs))
     # never withheld for being too accurate: the polish above lowers ε (adds noise) towards
     # the band, down to the informative floor; only too few patients withhold a group
     shown = np.isfinite(eps) & (e_at <= hi * (1 + 1e-9)) & (e_at <= informative * (1 + 1e-9))
@@ -322,6 +328,12 @@ def plan_tiers(statistic: str, scales: GroupScales, *,
             fixed = np.where(clash, above, mine)
             plans[t] = _replan(plans[t], fixed, scales, statistic, kwargs)
     return TierPlan(plans)
+
+
+def _data_free(statistic: str, eps: float, scales: GroupScales,
+               kwargs: Mapping[str, Any]) -> np.ndarray:
+    """Each group's relative error at the smallest ε (a release that reads almost no data)."""
+    return error_curves(statistic, np.full((scales.groups, 1), eps), scales, **kwargs)[1][:, 0]
 
 
 def _replan(plan: GroupPlan, eps: np.ndarray, scales: GroupScales, statistic: str,

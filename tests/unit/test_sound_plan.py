@@ -151,3 +151,23 @@ def test_a_shown_quantile_group_is_informative(noise_factor):
     assert all(r == WITHHELD_REASON for r, s in zip(plan.reasons, shown, strict=True) if not s)
     if noise_factor == 0:
         assert shown[-1]     # a large group is shown to the owner
+
+
+# A peaked pooled shape (the sample cohort's Age pilot, 16 cells on 20-100 years): a box plot's
+# error first rises with ε and sits near the data-free level around the third party's band.
+PEAKED = np.array([0.0138, 0.0046, 0.0046, 0.0276, 0.0, 0.0081, 0.0598, 0.1264, 0.1896,
+                   0.2689, 0.1977, 0.0782, 0.0184, 0.0023, 0.0, 0.0])
+
+
+@pytest.mark.parametrize("sizes", [[599.0, 115.0, 91.0, 39.0, 19.0],
+                                   [600.0, 100.0, 125.0, 160.0, 240.0]])
+def test_a_box_of_100_patients_or_more_is_shown_to_every_role(sizes):
+    edges = np.linspace(20.0, 100.0, PEAKED.size + 1)
+    scales = GroupScales(np.asarray(sizes), 20.0, 100.0, edges,
+                         np.tile(PEAKED / PEAKED.sum(), (len(sizes), 1)), "pilot")
+    tiers = plan_tiers("quantiles", scales)
+    for t, plan in tiers.tiers.items():
+        big = np.asarray(sizes) >= 100
+        assert np.isfinite(plan.epsilon[big]).all(), (t, plan.epsilon, plan.reasons)
+        lo, hi = plan.band
+        assert (plan.expected_relative_error[big] <= hi).all()
