@@ -31,7 +31,7 @@ from layouts.explore.rendered import RenderCache
 from services.container import Services
 from services.identity import access
 from services.identity.roles import Role
-from services.runner import JobDied, no_progress
+from services.runner import no_progress
 from services.session import Session
 from services.views.answer import ViewAnswer
 from services.views.screen import (
@@ -43,8 +43,8 @@ from services.views.screen import (
     Computes,
     ScreenData,
     dataset_for,
+    on_runner,
     screen_data,
-    standing,
 )
 from services.views.statistics import group_keys
 
@@ -63,10 +63,6 @@ def page_view(services: Services, identity, _path: str = "/"):
 PAGE = Page("explore", "/", "Explore", Role.THIRD_PARTY, page_view)
 FAILED = ("This view could not be computed. Nothing was charged and your data and budget are "
           "unchanged; try another view or contact the data owner.")
-DIED = ("Failed: the server process computing this view ended before it finished. Nothing "
-        "was charged; try again.")
-DIED_CHARGED = ("Failed: the server process computing this view ended after its release was "
-                "recorded. My releases opens it free.")
 
 
 def _alert(text: str, colour: str = "warning") -> dbc.Alert:
@@ -196,19 +192,16 @@ def render(services: Services, identity, data: ScreenData) -> Screen:
 
 ACTIONS = {ids.EX_PRESET: PRESET, ids.EX_DATASET: DATASET, ids.EX_RELEASE: RELEASE,
            ids.EX_REOPEN: REOPEN}
-QUICK = (None, DATASET)
-"""Actions whose screen spends nothing (a control or the dataset changed: a preview with
-its price); a preset, Release and a reopen may spend or serve."""
 
 
 def explore(services: Services, trigger: Any, preset: Any, c: dict[str, Any],
             reopen: Any = None) -> Screen:
     """The screen for the session and the submitted controls ``c`` (all untrusted).
 
-    With runner processes, a screen of answers the role already has is read and served here
-    (one read, one delivery log); a screen that computes something (a preview, pricing, a
-    fresh release, a costly plan) is the runner's work, in a lower-priority child. Inline,
-    the runner's work is this very call."""
+    With runner processes, the screen is read here: answers the role already has are served
+    here (one read, one delivery log), a fresh release goes to a lower-priority child as the
+    door's work alone, and any other screen that computes (a preview, pricing, a costly plan)
+    is the child's whole work. Inline, the runner's work is this very call."""
     identity = services.identity.current()
     action = ACTIONS.get(trigger)
     try:
@@ -218,33 +211,16 @@ def explore(services: Services, trigger: Any, preset: Any, c: dict[str, Any],
             try:
                 data = screen_data(services, no_progress, identity, action, preset, c, reopen,
                                    cached_only=True)
-            except Computes as computes:
-                data = _computed(services, identity, action, preset, c, reopen,
-                                 computes.status)
+            except Computes:
+                data = on_runner(services, identity, action, preset, c, reopen)
             except Exception:      # noqa: BLE001 - e.g. the ledger unreachable for a moment:
                 log.warning("Explore screen not read here; the runner draws it",  # the
                             exc_info=True)                          # runner's screen says so
-                data = _computed(services, identity, action, preset, c, reopen, None)
+                data = on_runner(services, identity, action, preset, c, reopen)
     except Exception:  # never a 500: log for the operator, a plain message for the user
         log.exception("Explore view failed")
         return Screen(message=_alert(FAILED, "danger"), preset=None)
     return render(services, identity, data)
-
-
-def _computed(services: Services, identity, action, preset, c, reopen,
-              status) -> ScreenData:
-    """The runner's screen; if its process died, what the ledger says happened."""
-    session = Session(services, identity)
-    if status is None:        # not read yet (a costly plan first): read it, to compare
-        status = session.status(str(c.get("dataset")))
-    try:                        # a screen that spends nothing (a preview, a quote): quick lane
-        return services.runner.call(screen_data, identity, action, preset, c, reopen,
-                                    quick=action in QUICK)
-    except JobDied:
-        log.warning("Explore screen: the runner's process died", exc_info=True)
-        now = session.status(str(c.get("dataset")))
-        text = DIED if standing(now) == standing(status) else DIED_CHARGED
-        return ScreenData(message=text, colour="danger", preset=None)
 
 
 # ---- exports -----------------------------------------------------------------------------

@@ -12,7 +12,9 @@ themselves. The door stays the only writer of releases and charges.
 
 Transactions per Explore screen: a preview reads once; a screen of answers the role already
 has reads once and logs its deliveries once; a fresh release reads once and goes through the
-door (two). Figures and components are the web layer's business: a session returns data.
+door (two). With runner children a preview reads twice (the web worker's read, then the
+child's); the other counts hold (the worker's read decides a fresh release, the child runs the
+door alone). Figures and components are the web layer's business: a session returns data.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from dp_engine.errors import DPError
@@ -130,6 +133,12 @@ class Session:
     def stored(self, ds, req: ViewRequest) -> StoredRelease | None:
         """The role's stored answer to ``req`` (read only: no delivery is logged)."""
         return self.ledger.lookup(self.plan(ds, req).key)
+
+    def charged_since(self, dataset_id: str, since: datetime) -> bool:
+        """Whether the ledger holds a release of this caller's on ``dataset_id`` stored at or
+        after ``since`` (after a runner process died: did its work charge?)."""
+        newest = self.ledger.releases(user=self.identity.user, dataset_id=dataset_id, limit=1)
+        return bool(newest) and newest[0].created_at >= since
 
     def status(self, dataset_id: str) -> AccountStatus:
         """Role spent / limit, this user's spend / limit, dataset loss / cap (one read)."""

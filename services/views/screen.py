@@ -3,23 +3,30 @@
 ``screen_data`` reads, prices, previews and releases for one event of the page (a control
 changed, a preset, Release, a reopened release) and returns a ``ScreenData``: previews,
 answers, notes, new control values and the role's lists — plain data the callback renders.
-It is the work the runner runs (``services.runner``): in the web worker for a screen of
-answers the role already has (one read), or wherever the runner puts heavy work for a screen
-that computes (``computing`` says which). Every input is untrusted: the identity comes from
-the server session, the request is parsed again from the submitted controls, and a release id
-names a stored release only if it belongs to the session's role.
+With runner children (the deployment), the web worker reads the screen once: answers the
+role already has are served there (the read, then the delivery log), a fresh release that
+read decided is sent to the runner as the door's work alone (``released``: the door's two
+transactions, nothing read again), and any other screen that computes (a preview, pricing, a
+costly plan) is the runner's whole work. Inline, all of it is one call. Every input is
+untrusted: the identity comes from the server session, the request is parsed again from the
+submitted controls, and a release id names a stored release only if it belongs to the
+session's role.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any
 
 from dp_engine.bands import NOISE_LABELS
 from dp_engine.errors import BudgetExceededError, DPError
 from services.identity import access
 from services.identity.roles import Role
+from services.ledger import db as ledger_db
 from services.ledger.records import AccountStatus, StoredRelease
+from services.runner import JobDied
 from services.session import ScreenRead, Session, asks_first, left_of
 from services.studio.naming import is_studio
 from services.views.answer import ViewAnswer
@@ -29,6 +36,7 @@ from services.views.preview import Preview, preview
 from services.views.queries import GROUPABLE_KINDS, PRESETS, Preset, ViewRequest, parse_request
 from services.views.report import query_words
 
+log = logging.getLogger(__name__)
 PRESET, DATASET, RELEASE, REOPEN = "preset", "dataset", "release", "reopen"
 """The events of the page (``action``); None: a control changed."""
 CONTROLS = ("view", "x", "group", "without", "role", "mechanism", "compare")
@@ -37,6 +45,10 @@ STUDIO_TABLE = ("Release #{id} is a table from the Release page ({name}), not a 
                 "new one.")
 KEEP = "keep"
 """``ScreenData.preset`` value that leaves the preset control as it is."""
+DIED = ("Failed: the server process computing this view ended before it finished. Nothing "
+        "was charged; try again.")
+DIED_CHARGED = ("Failed: the server process computing this view ended after its release was "
+                "recorded. My releases opens it free.")
 
 
 @dataclass
@@ -158,17 +170,40 @@ def _look(session: Session, ds, reqs: list[ViewRequest], c: dict[str, Any]) -> S
 
 
 class Computes(Exception):  # noqa: N818 - a signal, not an error
-    """``screen_data(cached_only=True)`` met a screen that computes something: run it on the
-    runner. ``status``: the role's standing read before (None if not read)."""
-
-    def __init__(self, status: AccountStatus | None) -> None:
-        super().__init__("this screen computes")
-        self.status = status
+    """``screen_data(cached_only=True)`` met a screen that computes something other than a
+    decided release (a preview, pricing, a costly plan): the runner's whole work."""
 
 
-def standing(status: AccountStatus) -> tuple:
-    """What a charge changes in a role's status (compared before and after a failure)."""
-    return (status.role.spent, status.user.spent, status.dataset.loss)
+def died(session: Session, dataset_id: str, started: datetime) -> ScreenData:
+    """The screen after the runner's process ended mid-work: whether it had charged the
+    caller is read from the ledger (a release of theirs since ``started``), nothing else."""
+    charged = session.charged_since(dataset_id, started)
+    return ScreenData(message=DIED_CHARGED if charged else DIED, colour="danger", preset=None)
+
+
+QUICK = (None, DATASET)
+"""Actions whose screen spends nothing (a control or the dataset changed: a preview with
+its price): the runner's quick lane. A preset, Release and a reopen may spend or serve."""
+
+
+def on_runner(services: Any, identity, action: str | None, preset: Any, c: dict[str, Any],
+              reopen: Any = None) -> ScreenData:
+    """The whole screen as the runner's work; if its process died, whether it charged."""
+    started = ledger_db.now()
+    try:
+        return services.runner.call(screen_data, identity, action, preset, c, reopen,
+                                    quick=action in QUICK)
+    except JobDied:
+        log.warning("Explore screen: the runner's process died", exc_info=True)
+        return died(Session(services, identity), str(c.get("dataset")), started)
+
+
+def released(services: Any, _progress: Any, identity, dataset_id: str,
+             reqs: list[ViewRequest]) -> list:
+    """Runner work: the fresh release of ``reqs`` that the web worker's read decided, through
+    the door alone (its two transactions; nothing read again)."""
+    ds = dataset_for(services, identity, dataset_id)
+    return Session(services, identity).serve(ds, reqs)
 
 
 # ---- the screen --------------------------------------------------------------------------
@@ -182,8 +217,9 @@ def screen_data(services: Any, _progress: Any, identity, action: str | None, pre
     One read (``Session.look``) gives everything shown; a screen of answers the role has then
     logs its deliveries in one more transaction, a fresh release spends through the door
     (two), and the lists under the chart are the read's, brought up to date.
-    ``cached_only``: raise ``Computes`` instead of computing anything (a preview, pricing, a
-    fresh release, a costly plan), so the caller can hand the screen to the runner."""
+    ``cached_only`` (the web worker, with runner children): a fresh release is the runner's
+    ``released``; anything else that computes (a preview, pricing, a costly plan) raises
+    ``Computes``, so the caller hands the whole screen to the runner."""
     session = Session(services, identity)
     try:
         ds = dataset_for(services, identity, c.get("dataset"))
@@ -201,7 +237,7 @@ def screen_data(services: Any, _progress: Any, identity, action: str | None, pre
                 with known_plans_only():      # a costly plan nobody made: this screen computes
                     data, look = _event(session, ds, action, preset, c, cached_only=True)
             except PlanPending:
-                raise Computes(None) from None
+                raise Computes from None
         else:
             data, look = _event(session, ds, action, preset, c)
         if data.preset_options is None:
@@ -224,17 +260,26 @@ def _event(session: Session, ds, action: str | None, preset: Any,
         c = {**c, **columns_for(ds, c)}
     reqs = requests_for(identity, ds, c)
     look = _look(session, ds, reqs, c)
-    if cached_only and not look.all_served:
-        raise Computes(look.status)
     spend = action in (PRESET, RELEASE)
     ask = action == PRESET and not look.all_served and look.priced \
         and _asks_first(look, identity.role)
+    fresh = not look.all_served and spend and look.priced and not ask
+    if cached_only and not look.all_served and not fresh:
+        raise Computes
     served: set[str] = set()
     if ask:               # a large share of what is left: the Release button confirms
         data = _preview(session, ds, look)
         notes.append(_ask_text(PRESETS[preset].label, look))
-    elif look.all_served or (spend and look.priced):
-        answers = session.serve(ds, reqs)
+    elif look.all_served or fresh:
+        if fresh and cached_only:     # the door's work, on the runner (heavy lane)
+            started = ledger_db.now()
+            try:
+                answers = session.services.runner.call(released, identity, ds.id, reqs)
+            except JobDied:
+                log.warning("Explore release: the runner's process died", exc_info=True)
+                return died(session, ds.id, started), look
+        else:
+            answers = session.serve(ds, reqs)
         data = ScreenData(kind="released", answers=[(a, rid) for a, rid, _ in answers])
         look.mine = _with_new(look.mine, [row for _, _, row in answers if row is not None])
         served = {key for key, q in zip(PRESETS, look.preset_quotes, strict=True)

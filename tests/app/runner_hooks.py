@@ -56,3 +56,17 @@ def mid_anonymize(services: Any) -> None:
         return real(*args, **kwargs)
 
     anonymizer.anonymize = stopped
+
+
+def after_release(services: Any) -> None:
+    """Stop a release after the door stored it, before the answer goes back."""
+    from services.session import Session
+
+    real = Session.serve
+
+    def stopped(self, *args, **kwargs):
+        answers = real(self, *args, **kwargs)
+        _stop_here(services)
+        return answers
+
+    Session.serve = stopped

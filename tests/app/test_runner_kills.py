@@ -120,6 +120,29 @@ def test_killed_mid_release_the_screen_says_failed_and_nothing_was_charged(app):
     _no_child_left(runner, killed)
 
 
+def test_killed_after_the_door_stored_the_release_the_screen_says_so(app):
+    """The release was recorded before the child died: the screen says it was, not
+    "nothing charged", and the books hold exactly that one release."""
+    s = services_of(app)
+    client = app.server.test_client()
+    values = {"dataset": "pirads", "role": "owner", "view": "mean", "x": "Age",
+              "group": "Prostatitis"}
+    assert PRICED in post(client, ids.EX_RELEASE, **values).text
+    before, books = _spend(s), _books(s)
+    runner = _hooked(s, runner_hooks.after_release)
+    got: list = []
+    pressing = threading.Thread(target=lambda: got.append(post(client, ids.EX_RELEASE,
+                                                               **values)))
+    pressing.start()
+    killed = _kill_when_stopped(s.config.data_dir)
+    pressing.join(BOUND)
+    (shown,) = got
+    assert shown.status == 200 and "ended after its release was recorded" in shown.text
+    assert _spend(s) != before and len(_books(s)) == len(books) + 1
+    assert check_invariants(s.ledger) == []
+    _no_child_left(runner, killed)
+
+
 def test_killed_mid_synthetic_copy_the_job_says_failed_and_nothing_was_charged(app):
     s = services_of(app)
     runner = _hooked(s, runner_hooks.mid_synthetic_fit)

@@ -10,6 +10,8 @@ and on PostgreSQL.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -107,3 +109,80 @@ def _deliveries(services) -> list:
         return [tuple(r) for r in conn.execute(select(
             deliveries.c.user_name, deliveries.c.role, deliveries.c.release_id,
             deliveries.c.channel).order_by(deliveries.c.id))]
+
+
+@dataclass
+class _Counted:
+    """Runner work that counts the transactions it begins on the child's own ledger engine
+    (appended to ``path``, one line per piece of work). Module-level: a spawned child
+    unpickles it by name."""
+
+    fn: Any
+    path: str
+
+    @property
+    def __name__(self) -> str:
+        return self.fn.__name__
+
+    def __call__(self, services, progress, *args):
+        begun = [0]
+
+        def count(_conn) -> None:
+            begun[0] += 1
+
+        engine = services.ledger.db.base_engine
+        event.listen(engine, "begin", count)
+        try:
+            return self.fn(services, progress, *args)
+        finally:
+            event.remove(engine, "begin", count)
+            with open(self.path, "a", encoding="utf-8") as out:
+                out.write(f"{begun[0]}\n")
+
+
+def test_with_runner_children_a_fresh_release_takes_three_transactions(tmp_path,
+                                                                       monkeypatch):
+    """The deployment's path (COHORT_RUNNER_PROCESSES ≥ 1): the web worker's and the
+    child's transactions together, per screen. The worker's one read decides a fresh
+    release; the child runs the door alone."""
+    from app import create_app, services_of
+
+    app = create_app({"data_dir": tmp_path / "data", "runner_processes": 1}, seed=5)
+    services = services_of(app)
+    services.identity = SessionAs(Role.COLLABORATOR, "carl")
+    here = [0]
+    event.listen(services.ledger.db.base_engine, "begin",
+                 lambda _conn: here.__setitem__(0, here[0] + 1))
+    log = tmp_path / "child-transactions"
+    real = services.runner.call
+    monkeypatch.setattr(services.runner, "call", lambda fn, *args, **kw: real(
+        _Counted(fn, str(log)), *args, **kw))
+
+    def transactions() -> int:
+        child = sum(int(n) for n in log.read_text().split()) if log.exists() else 0
+        log.unlink(missing_ok=True)
+        n, here[0] = here[0] + child, 0
+        return n
+
+    try:
+        client = app.server.test_client()
+        carl = Identity("carl", Role.COLLABORATOR, True)
+        req = ViewRequest("pirads", "mean", "Age", "PIRADS score", "sound", Role.COLLABORATOR)
+        Session(services, carl).price(services.registry.get("pirads"), req)
+        post(client, ids.EX_VIEW, **VALUES)        # warm: each lane's child reads the public
+        post(client, ids.EX_RELEASE, **{**VALUES, "view": "histogram"})   # calibration once
+        transactions()
+        shown = post(client, ids.EX_VIEW, **VALUES)                 # a preview
+        assert shown.preview
+        previewed = transactions()
+        released = post(client, ids.EX_RELEASE, **VALUES)           # a fresh release
+        assert released.release_ids() and not released.preview
+        fresh = transactions()
+        again = post(client, ids.EX_GROUP, **VALUES)                # answers the role has
+        assert "Opened free" in again.text
+        cached = transactions()
+        assert (previewed, fresh, cached) == (2, 3, 2)   # a preview: the worker's read and
+        # the child's (its plans and quotes hold closures: they do not cross a pipe)
+        assert check_invariants(services.ledger) == []
+    finally:
+        services.runner.close()
