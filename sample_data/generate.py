@@ -293,6 +293,7 @@ def write_csv(out: Path, seed: int = SEED, n: int = N_ROWS) -> int:
     what a benchmark checks its prepared data against before timing anything."""
     out = Path(out)
     tmp = out.with_name(f".{out.name}.partial")
+    out.parent.mkdir(parents=True, exist_ok=True)      # e.g. bench/data on a fresh clone
     rows = 0
     present = dict.fromkeys(COLUMNS, 0)
     with tmp.open("w", encoding="utf-8", newline="") as fh:
