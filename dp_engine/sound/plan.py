@@ -37,9 +37,9 @@ from typing import Any
 import numpy as np
 
 from dp_engine.bands import band as band_of
+from dp_engine.errors import UnknownQueryError
 from dp_engine.rng import RngLike
 from dp_engine.sound.aggregates import CellCounts
-from dp_engine.sound.calibrate import n_bins
 from dp_engine.sound.pilot import PILOT_EPSILON, GroupScales, group_size_epsilon
 from dp_engine.sound.release import Release
 from dp_engine.sound.releases import (
@@ -157,6 +157,21 @@ def release_pilot(cells: CellCounts, edges: np.ndarray, group_keys: Sequence[Any
 
 
 # ---------------------------------------------------------------- error models
+
+
+def n_bins(bins: Any) -> int:
+    """Number of histogram cells of a bins spec (edges array, categories or a count)."""
+    if bins is None:
+        raise UnknownQueryError("A histogram calibration needs its bins (edges or categories).")
+    if isinstance(bins, (int, np.integer)) and not isinstance(bins, bool):
+        k = int(bins)
+    elif isinstance(bins, np.ndarray) and bins.dtype.kind in "iuf":
+        k = bins.size - 1
+    else:
+        k = len(bins)
+    if k < 1:
+        raise UnknownQueryError("A histogram needs at least one bin.")
+    return k
 
 
 def error_curves(statistic: str, eps: np.ndarray, scales: GroupScales, *, bins: Any = None,
