@@ -52,6 +52,7 @@ from dp_engine.sound.releases import (
     release_counts,
     same_edges,
 )
+from dp_engine.sound.releases.common import total_epsilon
 from dp_engine.sound.releases.quantile_bank import banked_quantile_error
 from dp_engine.sound.spread import band_levels, error_scale, relative
 from dp_engine.sound.statistic import Statistic
@@ -107,8 +108,7 @@ class GroupPlan:
     @property
     def view_epsilon(self) -> float:
         """What the view costs: max over shown groups (0 when every group is withheld)."""
-        live = self.epsilon[self.shown]
-        return float(live.max()) if live.size else 0.0
+        return total_epsilon(self.epsilon)
 
 
 @dataclass(frozen=True)
