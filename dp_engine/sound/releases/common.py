@@ -121,8 +121,6 @@ def public_from_params(params: Mapping[str, Any]) -> GroupScales | None:
                        pub.get("source", ""))
 
 
-
-
 def array_key(value: Any) -> tuple:
     """A hashable key for an array's exact contents (dtype, shape and bytes)."""
     a = np.asarray(value)
