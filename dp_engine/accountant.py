@@ -1,30 +1,20 @@
 """Privacy-budget arithmetic: the ONE place that decides whether a charge fits a limit.
 
 Pure (no I/O): the SQL ledger in services/ledger reads spend under its locks and asks this
-module; the in-memory ``Accountant`` (for scripts and tests) uses the same rule. Sequential
-composition: releases on the same records add their ε. Parallel composition: releases on
-disjoint records (e.g. one per group) cost the max ε.
+module. Sequential composition (releases on the same records add their ε) and parallel
+composition (disjoint records cost the max ε) are decided by the ledger, which passes the
+resulting charge here.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable
 from dataclasses import dataclass
 
-from dp_engine.errors import BudgetExceededError, InvalidEpsilonError
+from dp_engine.errors import BudgetExceededError
 
 TOLERANCE = 1e-9
 """Relative slack (of the limit, or of 1 for limits below 1) when comparing a float sum of
 charges to a limit, so 50 charges of 0.1 fit a budget of 5 and 0.1 + 0.2 fits 0.3."""
-
-
-def check_epsilon(epsilon: object) -> float:
-    """ε of one release: a finite number > 0 (the sound engine's rule, imported on use so the
-    ledger's worker processes do not load numpy and scipy for it)."""
-    from dp_engine.sound.validation import check_epsilon as check
-
-    return check(epsilon)
 
 
 def _fmt(x: float) -> str:
@@ -59,10 +49,6 @@ class Limit:
     spent: float
     note: str = ""
 
-    @property
-    def remaining(self) -> float | None:
-        return remaining(self.spent, self.limit)
-
 
 def require(epsilon: float, limit: Limit) -> None:
     """Raise BudgetExceededError (a message a user can act on) unless ``epsilon`` fits."""
@@ -76,56 +62,3 @@ def require(epsilon: float, limit: Limit) -> None:
         f"{_fmt(left or 0.0)} left. Nothing was charged and no answer was released. "
         f"Previously released answers stay available at no cost.{limit.note}"
     )
-
-
-def _nonneg(value: object, name: str) -> float:
-    try:
-        x = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise InvalidEpsilonError(f"{name} must be a number, got {value!r}.") from None
-    if not math.isfinite(x) or x < 0:
-        raise InvalidEpsilonError(f"{name} must be a finite number ≥ 0, got {value!r}.")
-    return x
-
-
-class Accountant:
-    """A budget (None = unlimited) and the ε charged against it so far, in memory."""
-
-    def __init__(self, budget: float | None) -> None:
-        if budget is not None:
-            try:
-                budget = _nonneg(budget, "A privacy budget")
-            except InvalidEpsilonError:
-                raise InvalidEpsilonError(
-                    f"A privacy budget must be a finite number ≥ 0 or unlimited (got {budget!r})."
-                ) from None
-        self.budget = budget
-        self.history: list[tuple[str, float]] = []
-
-    @property
-    def spent(self) -> float:
-        return math.fsum(eps for _, eps in self.history)
-
-    @property
-    def remaining(self) -> float:
-        left = remaining(self.spent, self.budget)
-        return math.inf if left is None else left
-
-    def can_spend(self, epsilon: float) -> bool:
-        return fits(self.spent, check_epsilon(epsilon), self.budget)
-
-    def spend(self, epsilon: float, *, label: str = "") -> None:
-        """Charge ε, or raise BudgetExceededError and charge nothing."""
-        eps = check_epsilon(epsilon)
-        require(eps, Limit(label or "this budget", self.budget, self.spent))
-        self.history.append((label, eps))
-
-    @staticmethod
-    def sequential(epsilons: Iterable[float]) -> float:
-        """Total ε of releases on the same records: the sum."""
-        return math.fsum(check_epsilon(e) for e in epsilons)
-
-    @staticmethod
-    def parallel(epsilons: Iterable[float]) -> float:
-        """Total ε of releases on disjoint records: the largest (0 for none)."""
-        return max((check_epsilon(e) for e in epsilons), default=0.0)

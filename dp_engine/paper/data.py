@@ -19,8 +19,6 @@ import pandas as pd
 
 from dp_engine.errors import DataTypeError, EmptyDataError, UnknownCategoryError
 
-KINDS = ("float", "int", "bool", "category")
-
 _TYPE_NAMES: dict[str, str] = {
     "float": "float",
     "double": "float",

@@ -260,19 +260,20 @@ class TableMetrics:
     corr_original: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
     corr_dp: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
 
+    def _corr_diffs(self) -> np.ndarray:
+        """The finite |Δ correlation| over pairs of distinct columns."""
+        d = np.abs(self.corr_dp - self.corr_original)
+        return d[~np.eye(d.shape[0], dtype=bool) & np.isfinite(d)]
+
     @property
     def corr_max_diff(self) -> float:
         """Largest |Δ correlation| over pairs of distinct columns (NaN with fewer than 2)."""
-        d = np.abs(self.corr_dp - self.corr_original)
-        off = ~np.eye(d.shape[0], dtype=bool)
-        vals = d[off & np.isfinite(d)]
+        vals = self._corr_diffs()
         return float(vals.max()) if vals.size else math.nan
 
     @property
     def corr_mean_diff(self) -> float:
-        d = np.abs(self.corr_dp - self.corr_original)
-        off = ~np.eye(d.shape[0], dtype=bool)
-        vals = d[off & np.isfinite(d)]
+        vals = self._corr_diffs()
         return float(vals.mean()) if vals.size else math.nan
 
     def overall(self, name: str) -> float:

@@ -291,10 +291,6 @@ class RecordCopy:
     dropped: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
 
-    @property
-    def private(self) -> bool:
-        return not self.kept
-
 
 def record_epsilon(choices: Sequence[ColumnChoice]) -> float:
     """A record's loss from public choices: Σ per-cell ε (keep columns excluded: they are

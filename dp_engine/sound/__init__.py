@@ -16,7 +16,6 @@ of records n is private. Bounds, categories and bins are public metadata
   from the same aggregates; ``quantile_mechanisms``: noisy CDF, JointExp, per-level EM;
 * ``pilot``: DP group sizes and the DP pilot (public scales); ``plan``: per-group ε for a
   role's band under a ceiling, with withheld groups, nested across tiers;
-* ``calibrate``: ε for a noise factor from the public accuracy map (one ε per view);
 * ``refine`` / ``refine_tier`` (``tiers``): nested, noisier tiers by post-processing.
 """
 
@@ -30,7 +29,6 @@ from dp_engine.sound.aggregates import (
     coarsen,
     moment_sums,
 )
-from dp_engine.sound.calibrate import Calibration, calibrate, expected_relative_error
 from dp_engine.sound.mechanisms import (
     bounded_laplace,
     discrete_laplace,
@@ -120,10 +118,7 @@ __all__ = [
     "true_quantiles",
     "true_variances",
     "uniform_scales",
-    "Calibration",
     "Release",
-    "calibrate",
-    "expected_relative_error",
     "refine",
     "refine_tier",
     "bounded_laplace",

@@ -1,10 +1,10 @@
 """Expected error and 95 % half-widths from public inputs only, and the one definition of
 relative error (``relative_error``).
 
-Shared by the releases (to label each group) and by ``calibrate`` / ``plan`` (to pick ε
-before any data is touched), so the accuracy map and the labels agree. All noise in sound
-mode is discrete Laplace on a lattice of step ``grid``: P(k·grid) ∝ exp(−|k|·grid/scale);
-``laplace_sum`` gives the mean and quantiles of |Σ Laplace| in closed form.
+Shared by the releases (to label each group) and by ``plan`` (to pick ε before any data is
+touched), so the accuracy map and the labels agree. All noise in sound mode is discrete
+Laplace on a lattice of step ``grid``: P(k·grid) ∝ exp(−|k|·grid/scale); ``laplace_sum``
+gives the mean and quantiles of |Σ Laplace| in closed form.
 """
 
 from __future__ import annotations

@@ -37,9 +37,9 @@ from typing import Any
 import numpy as np
 
 from dp_engine.bands import band as band_of
+from dp_engine.errors import UnknownQueryError
 from dp_engine.rng import RngLike
 from dp_engine.sound.aggregates import CellCounts
-from dp_engine.sound.calibrate import n_bins
 from dp_engine.sound.pilot import PILOT_EPSILON, GroupScales, group_size_epsilon
 from dp_engine.sound.release import Release
 from dp_engine.sound.releases import (
@@ -52,6 +52,7 @@ from dp_engine.sound.releases import (
     release_counts,
     same_edges,
 )
+from dp_engine.sound.releases.common import total_epsilon
 from dp_engine.sound.releases.quantile_bank import banked_quantile_error
 from dp_engine.sound.spread import band_levels, error_scale, relative
 from dp_engine.sound.statistic import Statistic
@@ -107,8 +108,7 @@ class GroupPlan:
     @property
     def view_epsilon(self) -> float:
         """What the view costs: max over shown groups (0 when every group is withheld)."""
-        live = self.epsilon[self.shown]
-        return float(live.max()) if live.size else 0.0
+        return total_epsilon(self.epsilon)
 
 
 @dataclass(frozen=True)
@@ -157,6 +157,21 @@ def release_pilot(cells: CellCounts, edges: np.ndarray, group_keys: Sequence[Any
 
 
 # ---------------------------------------------------------------- error models
+
+
+def n_bins(bins: Any) -> int:
+    """Number of histogram cells of a bins spec (edges array, categories or a count)."""
+    if bins is None:
+        raise UnknownQueryError("A histogram calibration needs its bins (edges or categories).")
+    if isinstance(bins, (int, np.integer)) and not isinstance(bins, bool):
+        k = int(bins)
+    elif isinstance(bins, np.ndarray) and bins.dtype.kind in "iuf":
+        k = bins.size - 1
+    else:
+        k = len(bins)
+    if k < 1:
+        raise UnknownQueryError("A histogram needs at least one bin.")
+    return k
 
 
 def error_curves(statistic: str, eps: np.ndarray, scales: GroupScales, *, bins: Any = None,

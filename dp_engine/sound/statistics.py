@@ -38,12 +38,7 @@ from dp_engine.sound.aggregates import (
 )
 from dp_engine.sound.pilot import GroupScales
 from dp_engine.sound.release import Release
-from dp_engine.sound.releases import (
-    moment_noise,
-    release_counts,
-    release_moments,
-    release_quantiles,
-)
+from dp_engine.sound.releases import release_counts, release_moments, release_quantiles
 from dp_engine.sound.statistic import Statistic
 from dp_engine.sound.validation import check_bounds, check_epsilon
 
@@ -51,7 +46,7 @@ DEFAULT_CANDIDATES = 1001
 
 __all__ = [
     "DEFAULT_CANDIDATES", "count", "grouped_histogram", "grouped_mean", "grouped_quantiles",
-    "grouped_variance", "histogram", "mean", "moment_scales", "quantiles", "variance",
+    "grouped_variance", "histogram", "mean", "quantiles", "variance",
 ]
 
 
@@ -83,13 +78,6 @@ def grouped_histogram(values: Any, groups: Any, bins: Any, group_keys: Sequence[
 
 
 # ---------------------------------------------------------------- mean / variance
-
-
-def moment_scales(lower: float, upper: float, epsilon: float, squares: bool) -> tuple[dict, dict]:
-    """(scale in value units, lattice step) per component for a mean (or variance) at ε."""
-    scales, grid, _ = moment_noise(lower, upper, epsilon,
-                                Statistic.VARIANCE if squares else Statistic.MEAN)
-    return {k: float(v) for k, v in scales.items()}, grid
 
 
 def _moments(statistic, values, groups, group_keys, lower, upper, epsilon, n_estimate,

@@ -27,7 +27,7 @@ def test_a_memoized_answer_is_the_simulation_bit_for_bit_and_read_only():
 
 
 def test_the_memo_is_bounded(monkeypatch):
-    monkeypatch.setattr(qe, "_MEMO_SIZE", 3)
+    monkeypatch.setattr(qe._memo, "size", 3)
     scales = uniform_scales([400.0], 0.0, 10.0)
     for e in (0.1, 0.2, 0.3, 0.4, 0.5):
         qe.expected_quantile_error(scales, np.array([e]), QS, 1, "cdf", 11, runs=4)

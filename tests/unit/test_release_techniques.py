@@ -87,7 +87,7 @@ def test_record_epsilon_sums_columns_and_keep_is_flagged():
                ColumnChoice("name", "keep")]
     cp = _copy(choices)
     assert cp.record_epsilon == record_epsilon(choices) == pytest.approx(1.75)
-    assert cp.kept == ("name",) and not cp.private and "NOT private" in cp.notes[0]
+    assert cp.kept == ("name",) and "NOT private" in cp.notes[0]
 
 
 @pytest.mark.parametrize(("choice", "words"), [

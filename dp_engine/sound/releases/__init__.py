@@ -52,7 +52,6 @@ from dp_engine.sound.releases.quantile_error import (
 from dp_engine.sound.releases.quantiles import (
     candidates_for,
     finish_quantiles,
-    quantile_candidates,
     release_quantiles,
 )
 from dp_engine.sound.statistic import Statistic
@@ -61,8 +60,8 @@ __all__ = [
     "BUILD_LEVEL", "FINE_CANDIDATES", "LEVEL", "candidates_for", "count_cell_error",
     "expected_quantile_error", "finish", "finish_counts", "finish_moments", "finish_quantiles",
     "group_epsilons", "moment_error", "moment_error_scales", "moment_noise", "public_from_params",
-    "quantile_candidates", "release_counts", "release_moments", "release_quantiles",
-    "same_edges", "uniform_quantile_error",
+    "release_counts", "release_moments", "release_quantiles", "same_edges",
+    "uniform_quantile_error",
 ]
 
 

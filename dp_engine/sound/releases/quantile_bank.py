@@ -19,7 +19,6 @@ on several shapes, sizes and ε within Monte-Carlo tolerance.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,9 +26,20 @@ import numpy as np
 
 from dp_engine.sound import quantile_mechanisms as qm
 from dp_engine.sound.accuracy import relative_error
-from dp_engine.sound.aggregates import CandidateCounts, coarsen
 from dp_engine.sound.pilot import GroupScales
-from dp_engine.sound.releases.common import FINE_CANDIDATES, SIM_SEED
+from dp_engine.sound.releases.common import (
+    FINE_CANDIDATES,
+    SIM_SEED,
+    Memo,
+    array_key,
+    scales_key,
+)
+from dp_engine.sound.releases.quantile_error import (
+    Errors,
+    as_given,
+    error_grid,
+    proxy_and_truth,
+)
 from dp_engine.sound.spread import band_levels
 
 RUNS = 128
@@ -70,29 +80,14 @@ def effective_scale(t: np.ndarray) -> np.ndarray:
     return np.sqrt(a) / (1.0 - a)
 
 
-_proxy_memo: OrderedDict[tuple, tuple[np.ndarray, np.ndarray]] = OrderedDict()
-_proxy_lock = threading.Lock()
+_proxy_memo: Memo[tuple[np.ndarray, np.ndarray]] = Memo(256)
 
 
 def _proxy(public: GroupScales, c: int, qs: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
-    """(proxy counts on grid c, (groups, c + 1); true quantiles on the fine grid) as the
-    simulation builds them; memoized (planning asks the same scales at every ε)."""
-    key = (public.n_hat.tobytes(), public.shape.tobytes(), public.edges.tobytes(),
-           float(public.lower), float(public.upper), int(c), tuple(float(q) for q in qs))
-    with _proxy_lock:
-        hit = _proxy_memo.get(key)
-    if hit is not None:
-        return hit
-    fine_c = FINE_CANDIDATES if (FINE_CANDIDATES - 1) % (c - 1) == 0 else c
-    fine = public.proxy_candidates(fine_c)
-    truth_idx = qm.true_indices(fine, qs)
-    truth = np.linspace(public.lower, public.upper, fine_c)[np.maximum(truth_idx, 0)]
-    proxy = coarsen(CandidateCounts(public.lower, public.upper, fine_c, fine), c).counts
-    with _proxy_lock:
-        _proxy_memo[key] = (proxy, truth)
-        while len(_proxy_memo) > 256:
-            _proxy_memo.popitem(last=False)
-    return proxy, truth
+    """``proxy_and_truth`` on the fine grid, as the simulation builds them; memoized
+    (planning asks the same scales at every ε)."""
+    key = (scales_key(public), int(c), tuple(float(q) for q in qs))
+    return _proxy_memo.get(key, lambda: proxy_and_truth(public, c, qs, FINE_CANDIDATES))
 
 
 def _invert(prefix: np.ndarray, total: np.ndarray, qs: Sequence[float]) -> np.ndarray:
@@ -117,59 +112,30 @@ def _invert(prefix: np.ndarray, total: np.ndarray, qs: Sequence[float]) -> np.nd
     return out
 
 
-_memo: OrderedDict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = OrderedDict()
-_memo_lock = threading.Lock()
-_MEMO_SIZE = 1024
-
-
-def _array_key(value: Any) -> tuple:
-    a = np.asarray(value)
-    return (a.dtype.str, a.shape, a.tobytes())
+_memo: Memo[Errors] = Memo(1024)
 
 
 def banked_quantile_error(public: GroupScales, eps: np.ndarray, qs: Sequence[float], k: int,
                           n_candidates: Any, runs: int = RUNS, band_only: bool = False
-                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                          ) -> Errors:
     """``expected_quantile_error`` of the noisy CDF (memoized, read-only arrays): see
     ``_banked``. Planning asks the same points again (tiers sharing a ceiling share their
     ε grid; a first-pass grid is often the one every tier is then planned on)."""
-    key = (_array_key(public.n_hat), _array_key(public.shape), float(public.lower),
-           float(public.upper), _array_key(public.edges), _array_key(eps),
-           tuple(float(q) for q in qs), int(k), _array_key(n_candidates), int(runs),
-           bool(band_only))
-    with _memo_lock:
-        hit = _memo.get(key)
-        if hit is not None:
-            _memo.move_to_end(key)
-            return hit
-    out = _banked(public, eps, qs, k, n_candidates, runs, band_only)
-    for a in out:
-        a.setflags(write=False)
-    with _memo_lock:
-        _memo[key] = out
-        while len(_memo) > _MEMO_SIZE:
-            _memo.popitem(last=False)
-    return out
+    key = (scales_key(public), array_key(eps), tuple(float(q) for q in qs), int(k),
+           array_key(n_candidates), int(runs), bool(band_only))
+    return _memo.get(key, lambda: _banked(public, eps, qs, k, n_candidates, runs, band_only))
 
 
 def _banked(public: GroupScales, eps: np.ndarray, qs: Sequence[float], k: int,
-            n_candidates: Any, runs: int, band_only: bool
-            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            n_candidates: Any, runs: int, band_only: bool) -> Errors:
     """``expected_quantile_error`` of the noisy CDF (same inputs and outputs) from the
     noise bank: (E|error| per level, mean and median relative error %) per group.
 
     ``band_only``: only the levels the band holds (``spread.band_levels``) are computed,
     the others are NaN (planning reads no other)."""
-    eps = np.asarray(eps, dtype=float)
-    g = public.groups
-    eps2 = eps.reshape(g, -1)
+    eps2, live, cs, outs = error_grid(eps, public.groups, n_candidates, len(qs))
+    err, rel_mean, rel_median = outs
     kk = eps2.shape[1]
-    m = len(qs)
-    cs = np.broadcast_to(np.asarray(n_candidates).reshape(-1), (g,)).astype(int)
-    err = np.full((g, kk, m), np.nan)
-    rel_mean = np.full((g, kk), np.nan)
-    rel_median = np.full((g, kk), np.nan)
-    live = np.isfinite(eps2) & (eps2 > 0)
     held = band_levels(qs)
     for c in np.unique(cs):
         rows = np.flatnonzero(live.any(axis=1) & (cs == c))
@@ -198,6 +164,4 @@ def _banked(public: GroupScales, eps: np.ndarray, qs: Sequence[float], k: int,
             err[idx] = np.where(ok[..., None], e, np.nan)
             rel_mean[idx] = np.where(ok, rel.mean(axis=2), np.nan)
             rel_median[idx] = np.where(ok, np.median(rel, axis=2), np.nan)
-    if eps.ndim == 1:
-        return err[:, 0], rel_mean[:, 0], rel_median[:, 0]
-    return err, rel_mean, rel_median
+    return as_given(eps, outs)

@@ -13,8 +13,6 @@ hundred points per box plot, uses the same model with its noise drawn once per g
 from __future__ import annotations
 
 import math
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,7 +22,14 @@ from dp_engine.sound import quantile_mechanisms as qm
 from dp_engine.sound.accuracy import relative_error
 from dp_engine.sound.aggregates import CandidateCounts, coarsen
 from dp_engine.sound.pilot import GroupScales
-from dp_engine.sound.releases.common import FINE_CANDIDATES, SIM_RUNS, SIM_SEED
+from dp_engine.sound.releases.common import (
+    FINE_CANDIDATES,
+    SIM_RUNS,
+    SIM_SEED,
+    Memo,
+    array_key,
+    scales_key,
+)
 from dp_engine.sound.spread import band_levels
 
 
@@ -62,20 +67,16 @@ def uniform_quantile_error(width: float, n: Any, eps: Any, qs: Sequence[float], 
     return out
 
 
-_MEMO_SIZE = 512
-_memo: OrderedDict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = OrderedDict()
-_memo_lock = threading.Lock()
+Errors = tuple[np.ndarray, np.ndarray, np.ndarray]
+"""E|error| per (group[, ε], level), mean and median relative error % per group[, ε]."""
 
-
-def _array_key(value: Any) -> tuple:
-    a = np.asarray(value)
-    return (a.dtype.str, a.shape, a.tobytes())
+_memo: Memo[Errors] = Memo(512)
 
 
 def expected_quantile_error(public: GroupScales, eps: np.ndarray, qs: Sequence[float],
                             k: int, method: str, n_candidates: Any,
                             runs: int = SIM_RUNS, fine_candidates: int = FINE_CANDIDATES
-                            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                            ) -> Errors:
     """(E|error| per level, mean and median relative error in %) per group, by simulation.
 
     The mechanism runs ``runs`` times (public seed) on each group's proxy: n̂_g typical
@@ -86,49 +87,58 @@ def expected_quantile_error(public: GroupScales, eps: np.ndarray, qs: Sequence[f
     public inputs and its fixed seed, and planning asks the same point about half the time
     (the grid chosen on a first pass is often the one every tier is then planned on).
     """
-    key = (_array_key(public.n_hat), _array_key(public.shape), float(public.lower),
-           float(public.upper), _array_key(public.edges), _array_key(eps),
-           tuple(float(q) for q in qs), int(k), str(method), _array_key(n_candidates),
-           int(runs), int(fine_candidates))
-    with _memo_lock:
-        hit = _memo.get(key)
-        if hit is not None:
-            _memo.move_to_end(key)
-            return hit
-    out = _simulate(public, eps, qs, k, method, n_candidates, runs, fine_candidates)
-    for a in out:
-        a.setflags(write=False)
-    with _memo_lock:
-        _memo[key] = out
-        while len(_memo) > _MEMO_SIZE:
-            _memo.popitem(last=False)
-    return out
+    key = (scales_key(public), array_key(eps), tuple(float(q) for q in qs), int(k),
+           str(method), array_key(n_candidates), int(runs), int(fine_candidates))
+    return _memo.get(key, lambda: _simulate(public, eps, qs, k, method, n_candidates, runs,
+                                            fine_candidates))
+
+
+def error_grid(eps: np.ndarray, groups: int, n_candidates: Any, levels: int
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, Errors]:
+    """The set-up of both error models: ε as (groups, K), where it is live (finite, > 0),
+    the grid size per group, and the outputs (``Errors`` with the K axis), NaN until
+    computed."""
+    eps2 = np.asarray(eps, dtype=float).reshape(groups, -1)
+    kk = eps2.shape[1]
+    cs = np.broadcast_to(np.asarray(n_candidates).reshape(-1), (groups,)).astype(int)
+    outs = (np.full((groups, kk, levels), np.nan), np.full((groups, kk), np.nan),
+            np.full((groups, kk), np.nan))
+    return eps2, np.isfinite(eps2) & (eps2 > 0), cs, outs
+
+
+def as_given(eps: np.ndarray, outs: Errors) -> Errors:
+    """The outputs without the K axis when ``eps`` gave one ε per group."""
+    if np.ndim(eps) == 1:
+        err, rel_mean, rel_median = outs
+        return err[:, 0], rel_mean[:, 0], rel_median[:, 0]
+    return outs
+
+
+def proxy_and_truth(public: GroupScales, c: int, qs: Sequence[float], fine_candidates: int
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """(each group's proxy counted on grid c, (groups, c + 1); its true quantiles on the
+    fine grid, where the owner's truth lives)."""
+    fine_c = fine_candidates if (fine_candidates - 1) % (c - 1) == 0 else c
+    fine = public.proxy_candidates(fine_c)
+    truth_idx = qm.true_indices(fine, qs)
+    truth = np.linspace(public.lower, public.upper, fine_c)[np.maximum(truth_idx, 0)]
+    proxy = coarsen(CandidateCounts(public.lower, public.upper, fine_c, fine), c).counts
+    return proxy, truth
 
 
 def _simulate(public: GroupScales, eps: np.ndarray, qs: Sequence[float], k: int, method: str,
-              n_candidates: Any, runs: int, fine_candidates: int
-              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+              n_candidates: Any, runs: int, fine_candidates: int) -> Errors:
     """``expected_quantile_error`` computed (see there)."""
-    eps = np.asarray(eps, dtype=float)
-    g = public.groups
-    eps2 = eps.reshape(g, -1)
-    kk = eps2.shape[1]
     m = len(qs)
-    cs = np.broadcast_to(np.asarray(n_candidates).reshape(-1), (g,)).astype(int)
-    err = np.full((g, kk, m), np.nan)
-    rel_mean = np.full((g, kk), np.nan)
-    rel_median = np.full((g, kk), np.nan)
-    live = np.isfinite(eps2) & (eps2 > 0)
+    eps2, live, cs, outs = error_grid(eps, public.groups, n_candidates, m)
+    err, rel_mean, rel_median = outs
+    kk = eps2.shape[1]
     rng = np.random.default_rng(SIM_SEED)
     for c in np.unique(cs):
         rows = np.flatnonzero(live.any(axis=1) & (cs == c))
         if rows.size == 0:
             continue
-        fine_c = fine_candidates if (fine_candidates - 1) % (c - 1) == 0 else c
-        fine = public.take(rows).proxy_candidates(fine_c)
-        truth_idx = qm.true_indices(fine, qs)
-        truth = np.linspace(public.lower, public.upper, fine_c)[np.maximum(truth_idx, 0)]
-        proxy = coarsen(CandidateCounts(public.lower, public.upper, fine_c, fine), c).counts
+        proxy, truth = proxy_and_truth(public.take(rows), int(c), qs, fine_candidates)
         grid = np.linspace(public.lower, public.upper, c)
         step = grid[1] - grid[0]
         e = np.where(live[rows], eps2[rows], np.nan).reshape(-1)            # (rows·K,)
@@ -148,6 +158,4 @@ def _simulate(public: GroupScales, eps: np.ndarray, qs: Sequence[float], k: int,
         rel = 100.0 * relative_error(est[..., held], tr[..., held])
         rel_mean[rows] = rel.mean(axis=2)
         rel_median[rows] = np.median(rel, axis=2)
-    if eps.ndim == 1:
-        return err[:, 0], rel_mean[:, 0], rel_median[:, 0]
-    return err, rel_mean, rel_median
+    return as_given(eps, outs)

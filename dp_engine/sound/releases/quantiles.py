@@ -300,11 +300,3 @@ def _sensitivity(params, levels, cs) -> dict[str, float]:
     if params["method"] == "joint":
         return {"joint utility": 2.0 * k}
     return {f"q{q:g}": k * max(q, 1.0 - q) for q in levels}
-
-
-def quantile_candidates(release: Release) -> np.ndarray:
-    """The grid size each group of a quantile release used."""
-    c = release.params["n_candidates"]
-    g = np.asarray(release.value).reshape(-1, len(release.params["qs"])).shape[0]
-    return np.broadcast_to(np.asarray(c, dtype=int), (g,))
-
