@@ -19,6 +19,7 @@ from dash import dcc, html
 from dp_engine.release import Sensitivity, Technique, default_technique, techniques_for
 from dp_engine.schema import NUMERIC_KINDS, ColumnSpec, Schema
 from layouts import ids
+from layouts.components.accessible import data_table
 from layouts.components.figures import fmt
 from layouts.components.graph_config import GRAPH_CONFIG
 from layouts.studio import figures as figs
@@ -210,14 +211,6 @@ def verdict_line(said: Mapping[str, Any]) -> dbc.Alert:
     ok = bool(said.get("ok"))
     return dbc.Alert(html.Strong(str(said.get("text", ""))), color="success" if ok else "danger",
                      className=f"py-2 small studio-verdict {'passed' if ok else 'failed'}")
-
-def data_table(model: figs.Table, caption: str) -> dbc.Table:
-    header, rows = model
-    return dbc.Table([html.Caption(caption, className="small"),
-                      html.Thead(html.Tr([html.Th(h, scope="col") for h in header])),
-                      html.Tbody([html.Tr([html.Th(r[0], scope="row"),
-                                           *[html.Td(c) for c in r[1:]]]) for r in rows])],
-                     size="sm", bordered=True, responsive=True, className="small data-table")
 
 
 def _chart(fig: figs.Figure, table: figs.Table, caption: str, md: int = 6) -> dbc.Col:
