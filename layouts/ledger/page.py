@@ -196,6 +196,12 @@ def history_table(history: list) -> html.Div | dbc.Table:
                   "No change yet: the defaults from the environment are in force.")
 
 
+def settings_block(settings: list[Setting], history: list) -> list:
+    """The settings in force and the owner's changes (redrawn after each save)."""
+    return [settings_table(settings), html.H3("Changes", className="h6 mt-2"),
+            history_table(history)]
+
+
 def settings_card(data: LedgerPage) -> dbc.Card:
     """Change a budget, a per-user limit or a dataset's cap: in force at once, everywhere."""
     datasets = [{"label": "Every dataset", "value": EVERY}] + [
@@ -217,8 +223,7 @@ def settings_card(data: LedgerPage) -> dbc.Card:
                                className="mt-4"), md=2),
         ], className="g-2"),
         html.Div(id=ids.LEDGER_SET_MESSAGE, role="status", **{"aria-live": "polite"}),
-        html.Div([settings_table(list(data.settings)),
-                  html.H3("Changes", className="h6 mt-2"), history_table(list(data.history))],
+        html.Div(settings_block(list(data.settings), list(data.history)),
                  id=ids.LEDGER_SETTINGS),
     ]), className="mb-3")
 

@@ -87,6 +87,13 @@ def job_progress(fraction: float, text: str, name: str) -> html.Div:
     ], className="my-2 studio-progress")
 
 
+def download_buttons(buttons: tuple[str, str, str], csv_label: str) -> list[dbc.Button]:
+    """The CSV, JSON report and HTML report buttons of a run, off until it has files."""
+    return [dbc.Button(label, id=cid, color="secondary", disabled=True)
+            for cid, label in zip(buttons, (csv_label, "Report (JSON)", "Report (HTML)"),
+                                  strict=True)]
+
+
 def poll(cid: str) -> dcc.Interval:
     """The Interval that polls a job; off until a job starts, off again when it ends."""
     return dcc.Interval(id=cid, interval=POLL_MS, disabled=True)
@@ -178,9 +185,8 @@ def page(datasets: Sequence[tuple[str, str]], first: str, schema: Schema,
         html.Div([
             dbc.Button("Run", id=ids.ST_RUN, color="primary"),
             dbc.Button("Auto-tune", id=ids.ST_TUNE, color="dark", outline=True),
-            dbc.Button("Download DP CSV", id=ids.ST_DL_CSV, color="secondary", disabled=True),
-            dbc.Button("Report (JSON)", id=ids.ST_DL_JSON, color="secondary", disabled=True),
-            dbc.Button("Report (HTML)", id=ids.ST_DL_HTML, color="secondary", disabled=True),
+            *download_buttons((ids.ST_DL_CSV, ids.ST_DL_JSON, ids.ST_DL_HTML),
+                              "Download DP CSV"),
         ], className="d-flex flex-wrap gap-2 my-3"),
         insist_box(),
         dcc.Download(id=ids.ST_DOWNLOAD),
