@@ -66,12 +66,8 @@ def handle_dataset(services, dataset_id: Any) -> tuple:
     except DPError:
         return ([], [], [], [])
     opts = page.column_options(schema)
-    return (
-        opts,
-        page.default_columns(schema, ColumnRole.QUASI_IDENTIFIER),
-        opts,
-        page.default_columns(schema, ColumnRole.SENSITIVE),
-    )
+    return (opts, page.default_columns(schema, ColumnRole.QUASI_IDENTIFIER),
+            opts, page.default_columns(schema, ColumnRole.SENSITIVE))
 
 
 @guard.owner_only(([], None, [], None))
@@ -95,17 +91,10 @@ def figure_from_store(store: Any, x: Any, y: Any) -> dict:
     if x not in plot["before"] or y not in plot["before"]:
         return empty_figure("Choose two of the quasi-identifiers used in this run.")
     labels = store.get("labels", {})
-    return before_after_scatter(
-        labels.get(x, x),
-        labels.get(y, y),
-        plot["before"][x],
-        plot["before"][y],
-        plot["after"][x],
-        plot["after"][y],
-        plot["groups"],
-        method=store.get("method", ""),
-        k=store.get("k", 0),
-    )
+    return before_after_scatter(labels.get(x, x), labels.get(y, y), plot["before"][x],
+                                plot["before"][y], plot["after"][x], plot["after"][y],
+                                plot["groups"], method=store.get("method", ""),
+                                k=store.get("k", 0))
 
 
 def _run(services, dataset_id, qis, sensitive, k, method, mode, x, y, rng):
@@ -116,47 +105,35 @@ def _run(services, dataset_id, qis, sensitive, k, method, mode, x, y, rng):
     allowed = {o["value"] for o in page.column_options(ds.schema)}
     bad = [c for c in qis + sensitive if c not in allowed]
     if bad:
-        raise DPError(
-            f"{', '.join(bad)} cannot be anonymized here (identifier, free text or unknown column)."
-        )
+        raise DPError(f"{', '.join(bad)} cannot be anonymized here (identifier, free text or "
+                      "unknown column).")
     got = services.runner.call(anonymize_job, ds.id, qis, sensitive, k, method, mode, rng)
     store = got.store
-    done = page.message(
-        f"Anonymized {got.n_records} records of '{got.title}' with {method}, k = {k} "
-        f"({page.LABEL}).",
-        "success" if got.result.report.k_anonymous else "warning",
-    )
+    done = page.message(f"Anonymized {got.n_records} records of '{got.title}' with {method}, "
+                        f"k = {k} ({page.LABEL}).",
+                        "success" if got.result.report.k_anonymous else "warning")
     return (done, page.report_view(got.result, store["labels"]), figure_from_store(store, x, y),
             store, False)
 
 
 @guard.owner_only(lambda: (guard.refusal(PAGE), None, empty_figure(), None, True))
-def handle_run(
-    services, trigger, dataset_id, qis, sensitive, k, method, mode, x, y, store, rng: RngLike = None
-) -> tuple:
+def handle_run(services, trigger, dataset_id, qis, sensitive, k, method, mode, x, y, store,
+               rng: RngLike = None) -> tuple:
     """(message, report, figure, store, download disabled) for one event."""
+    unchanged = (no_update,) * 4
     try:
         if trigger in (ids.AN_SCATTER_X, ids.AN_SCATTER_Y):
             return (no_update, no_update, figure_from_store(store, x, y), no_update, no_update)
         return _run(services, dataset_id, qis, sensitive, k, method, mode, x, y, rng)
     except DPError as exc:
-        return (page.message(str(exc), "danger"), no_update, no_update, no_update, no_update)
+        return (page.message(str(exc), "danger"), *unchanged)
     except JobDied:   # its process was killed: nothing was released, nothing kept
         log.warning("Anonymize: the runner's process died", exc_info=True)
-        return (page.message(DIED, "danger"), no_update, no_update, no_update, no_update)
+        return (page.message(DIED, "danger"), *unchanged)
     except Exception:  # never a 500: the owner gets a message, the log gets the trace
         log.exception("Anonymize request failed")
-        return (
-            page.message(
-                "Something went wrong while anonymizing; nothing was released. "
-                "The details are in the server log.",
-                "danger",
-            ),
-            no_update,
-            no_update,
-            no_update,
-            no_update,
-        )
+        return (page.message("Something went wrong while anonymizing; nothing was released. "
+                             "The details are in the server log.", "danger"), *unchanged)
 
 
 @guard.owner_only(no_update)
@@ -174,60 +151,38 @@ def _choice_outputs(*component_ids: str) -> list[Output]:
 
 
 def register_callbacks(app, services: Services) -> None:
-    @app.callback(
-        *_choice_outputs(ids.AN_QIS, ids.AN_SENSITIVE),
-        Input(ids.AN_DATASET, "value"),
-        prevent_initial_call=True,
-    )
+    @app.callback(*_choice_outputs(ids.AN_QIS, ids.AN_SENSITIVE), Input(ids.AN_DATASET, "value"),
+                  prevent_initial_call=True)
     def _dataset(dataset_id):
         return handle_dataset(services, dataset_id)
 
-    @app.callback(
-        *_choice_outputs(ids.AN_SCATTER_X, ids.AN_SCATTER_Y),
-        Input(ids.AN_QIS, "value"),
-        *[State(i, "value") for i in (ids.AN_DATASET, ids.AN_SCATTER_X, ids.AN_SCATTER_Y)],
-        prevent_initial_call=True,
-    )
+    @app.callback(*_choice_outputs(ids.AN_SCATTER_X, ids.AN_SCATTER_Y), Input(ids.AN_QIS, "value"),
+                  *[State(i, "value") for i in (ids.AN_DATASET, ids.AN_SCATTER_X,
+                                                ids.AN_SCATTER_Y)],
+                  prevent_initial_call=True)
     def _axes(qis, dataset_id, x, y):
         return handle_axes(services, dataset_id, qis, x, y)
 
     @app.callback(
-        Output(ids.AN_MESSAGE, "children"),
-        Output(ids.AN_REPORT, "children"),
-        Output(ids.AN_SCATTER, "figure"),
-        Output(ids.AN_STORE, "data"),
+        Output(ids.AN_MESSAGE, "children"), Output(ids.AN_REPORT, "children"),
+        Output(ids.AN_SCATTER, "figure"), Output(ids.AN_STORE, "data"),
         Output(ids.AN_DOWNLOAD_BTN, "disabled"),
-        Input(ids.AN_RUN, "n_clicks"),
-        Input(ids.AN_SCATTER_X, "value"),
+        Input(ids.AN_RUN, "n_clicks"), Input(ids.AN_SCATTER_X, "value"),
         Input(ids.AN_SCATTER_Y, "value"),
-        State(ids.AN_DATASET, "value"),
-        State(ids.AN_QIS, "value"),
-        State(ids.AN_SENSITIVE, "value"),
-        State(ids.AN_K, "value"),
-        State(ids.AN_METHOD, "value"),
-        State(ids.AN_SENSITIVE_MODE, "value"),
-        State(ids.AN_STORE, "data"),
-        prevent_initial_call=True,
-    )
+        *[State(i, "value") for i in (ids.AN_DATASET, ids.AN_QIS, ids.AN_SENSITIVE, ids.AN_K,
+                                      ids.AN_METHOD, ids.AN_SENSITIVE_MODE)],
+        State(ids.AN_STORE, "data"), prevent_initial_call=True)
     def _run_cb(_n, x, y, dataset_id, qis, sensitive, k, method, mode, store):
-        return handle_run(
-            services, ctx.triggered_id, dataset_id, qis, sensitive, k, method, mode, x, y, store
-        )
+        return handle_run(services, ctx.triggered_id, dataset_id, qis, sensitive, k, method, mode,
+                          x, y, store)
 
-    @app.callback(
-        Output(ids.AN_SCATTER_TABLE, "children"),
-        Input(ids.AN_SCATTER, "figure"),
-        prevent_initial_call=True,
-    )
+    @app.callback(Output(ids.AN_SCATTER_TABLE, "children"), Input(ids.AN_SCATTER, "figure"),
+                  prevent_initial_call=True)
     def _scatter_table(figure):
         """The scatter's data table, redrawn with it (the owner's own figure, as text)."""
         return chart_table_children(figure if guard.owner(services) else None)
 
-    @app.callback(
-        Output(ids.AN_DOWNLOAD, "data"),
-        Input(ids.AN_DOWNLOAD_BTN, "n_clicks"),
-        State(ids.AN_STORE, "data"),
-        prevent_initial_call=True,
-    )
+    @app.callback(Output(ids.AN_DOWNLOAD, "data"), Input(ids.AN_DOWNLOAD_BTN, "n_clicks"),
+                  State(ids.AN_STORE, "data"), prevent_initial_call=True)
     def _download(_n, store):
         return handle_download(services, store)

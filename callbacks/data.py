@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 
 # message, overview, options, selected, report, checklist, table rows
 N_OUTPUTS = 7
+UNCHANGED = (no_update,) * (N_OUTPUTS - 1)   # all but the message
 OTHER = decisions.OTHER
 
 
@@ -190,7 +191,7 @@ def _lines(lines: list[str]) -> html.Ul:
     return html.Ul([html.Li(x) for x in lines], className="mb-0")
 
 
-@guard.owner_only(lambda: (guard.refusal(PAGE), *([no_update] * (N_OUTPUTS - 1))))
+@guard.owner_only(lambda: (guard.refusal(PAGE), *UNCHANGED))
 def handle(services, trigger, contents, filename, selected, rows, unit=None, ticks=None):
     """The page's response to one event: a tuple for the N_OUTPUTS outputs.
 
@@ -201,17 +202,16 @@ def handle(services, trigger, contents, filename, selected, rows, unit=None, tic
         if trigger == ids.DATA_UPLOAD:
             return _upload(services, contents, filename)
         ds = services.registry.get(str(selected))
-        if trigger == ids.DATA_SAVE:
+        if trigger in (ids.DATA_SAVE, ids.DATA_CONFIRM):
             schema, stale = _reviewed(ds, rows, unit, ticks)
             ds = services.registry.update_schema(ds.id, schema)
+        if trigger == ids.DATA_SAVE:
             msg = page.message([*_stale(stale),
                                 "Saved. The schema is not confirmed yet; other roles cannot "
                                 "query this dataset until you confirm it.",
                                 _lines(ds.load_report.lines())], "warning" if stale else "info")
             return _page_state(services, ds, msg)
         if trigger == ids.DATA_CONFIRM:
-            schema, stale = _reviewed(ds, rows, unit, ticks)
-            ds = services.registry.update_schema(ds.id, schema)
             if ds.schema.awaiting_confirmation():
                 left = decisions.waiting(ds.schema, ds.load_report.review)
                 msg = page.message([*_stale(stale), *page.waiting_message(left)], "warning")
@@ -223,12 +223,11 @@ def handle(services, trigger, contents, filename, selected, rows, unit=None, tic
             return _page_state(services, ds, msg)
         return _page_state(services, ds, "")
     except DPError as exc:
-        return (page.message(str(exc), "danger"), *([no_update] * (N_OUTPUTS - 1)))
+        return (page.message(str(exc), "danger"), *UNCHANGED)
     except Exception:  # never a 500: the owner gets a message, the log gets the trace
         log.exception("Data page request failed")
         return (page.message("Something went wrong while handling this request; nothing was "
-                             "changed. The details are in the server log.", "danger"),
-                *([no_update] * (N_OUTPUTS - 1)))
+                             "changed. The details are in the server log.", "danger"), *UNCHANGED)
 
 
 def register_callbacks(app, services: Services) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import dash_bootstrap_components as dbc
-from dash import Input, Output, State, dcc, html, no_update
+from dash import Input, Output, State, dcc, no_update
 
 from callbacks import guard
 from layouts import ids
@@ -81,9 +81,7 @@ def save_setting(services: Services, dataset, key, value):
         return _alert(str(exc), "warning"), no_update
     where = "every dataset" if dataset == page.EVERY else f"dataset '{dataset}'"
     shown = "no limit" if number is None else f"ε {number:g}"
-    block = [page.settings_table(settings(services, everything)),
-             html.H3("Changes", className="h6 mt-2"),
-             page.history_table(services.ledger.policy_history())]
+    block = page.settings_block(settings(services, everything), services.ledger.policy_history())
     return (_alert(f"Saved: {page.SETTINGS[key].lower()} on {where} is now {shown}, in force "
                    "from the next request.", "success"), block)
 

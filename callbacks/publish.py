@@ -17,7 +17,7 @@ from datetime import date, timedelta
 
 import dash_bootstrap_components as dbc
 import flask
-from dash import ALL, Input, Output, State, ctx, no_update
+from dash import ALL, Input, Output, State, ctx, dcc, no_update
 
 from callbacks import guard
 from dp_engine.errors import DPError
@@ -49,6 +49,11 @@ DEFAULT_DAYS = 30
 
 def _alert(text: str, colour: str = "warning") -> dbc.Alert:
     return dbc.Alert(text, color=colour, className="py-2")
+
+
+def _text(value) -> str:
+    """A text field from the browser: the string, else empty (the service checks it)."""
+    return value if isinstance(value, str) else ""
 
 
 # ---- the two pages ---------------------------------------------------------------------------
@@ -114,9 +119,7 @@ def _draft(dataset, title, audience, user, expires, picked, captions, orders) ->
         return (float(value) if isinstance(value, int | float) else n + 1, n)
 
     ordered = [k for _, k in sorted(enumerate(keys), key=order)]
-    return Draft(title if isinstance(title, str) else "",
-                 dataset if isinstance(dataset, str) else "",
-                 parse_audience(audience, user), expires_on,
+    return Draft(_text(title), _text(dataset), parse_audience(audience, user), expires_on,
                  tuple((k, cap.get(k) if isinstance(cap.get(k), str) else "") for k in ordered))
 
 
@@ -132,8 +135,7 @@ def register_callbacks(app, services: Services) -> None:
     def _candidates(dataset):
         identity = services.identity.current()
         try:
-            cands = services.publish.candidates(identity, dataset if isinstance(dataset, str)
-                                                else "")
+            cands = services.publish.candidates(identity, _text(dataset))
         except DPError:
             return [], []
         return layout.candidate_options(cands), []
@@ -203,10 +205,8 @@ def register_callbacks(app, services: Services) -> None:
                 msg = _alert("The page was withdrawn." if done else "There is no such page.",
                              "info")
                 return msg, layout.page_list(services.publish.pages(identity)), no_update
-            if trigger != ids.PUB_CONFIRM or not isinstance(quoted, dict):
-                return _alert("Check the cost before publishing."), no_update, True
-            cost = quoted.get("total")
-            if not isinstance(cost, int | float):
+            cost = quoted.get("total") if isinstance(quoted, dict) else None
+            if trigger != ids.PUB_CONFIRM or not isinstance(cost, int | float):
                 return _alert("Check the cost before publishing."), no_update, True
             draft = _draft(dataset, title, audience, user, expires, picked,
                            *_with_ids(captions, orders))
@@ -231,8 +231,7 @@ def register_callbacks(app, services: Services) -> None:
         if identity is None:
             return "", "", "", _alert(OWNER_ONLY)
         try:
-            cohort = services.publish.cohort(identity, dataset if isinstance(dataset, str)
-                                             else "")
+            cohort = services.publish.cohort(identity, _text(dataset))
         except DPError:
             return "", "", "", None
         return (*layout.cohort_values(cohort), None)
@@ -247,9 +246,8 @@ def register_callbacks(app, services: Services) -> None:
         if identity is None:
             return _alert(OWNER_ONLY)
         try:
-            saved = services.publish.save_cohort(
-                identity, dataset if isinstance(dataset, str) else "", period, inclusion,
-                source)
+            saved = services.publish.save_cohort(identity, _text(dataset), period, inclusion,
+                                                 source)
         except DPError as exc:
             return _alert(str(exc))
         except Exception:
@@ -262,8 +260,6 @@ def register_callbacks(app, services: Services) -> None:
 
 
 def flask_link(href: str):
-    from dash import dcc
-
     return dcc.Link(href, href=href, id="publish-new-link", className="alert-link")
 
 

@@ -144,10 +144,9 @@ def init_auth(server: flask.Flask, config: Mapping[str, Any], *,
     secret = settings.secret_key
     if not secret or len(str(secret)) < MIN_SECRET_LEN:
         raise AuthConfigError(
-            "Users are configured but SECRET_KEY is missing or shorter than "
-            f"{MIN_SECRET_LEN} characters. Set it in the environment, e.g. "
-            "SECRET_KEY=$(python -c 'import secrets; print(secrets.token_hex(32))')."
-        )
+            f"Users are configured but SECRET_KEY is missing or shorter than {MIN_SECRET_LEN} "
+            "characters. Set it in the environment, e.g. "
+            "SECRET_KEY=$(python -c 'import secrets; print(secrets.token_hex(32))').")
     try:
         store = UserStore(settings.users_file)
     except (OSError, UsersFileError) as exc:
@@ -160,13 +159,10 @@ def init_auth(server: flask.Flask, config: Mapping[str, Any], *,
                       LoginThrottle(db, settings.throttle))
     server.secret_key = str(secret)
     server.session_interface = _CookieSessions(settings)
-    server.config.update(
-        SESSION_COOKIE_NAME=COOKIE_NAME,
-        SESSION_COOKIE_HTTPONLY=True,
-        SESSION_COOKIE_SAMESITE=settings.cookie_samesite,
-        PERMANENT_SESSION_LIFETIME=timedelta(seconds=settings.session.absolute_s),
-        REMEMBER_COOKIE_DURATION=timedelta(seconds=0),
-    )
+    server.config.update(SESSION_COOKIE_NAME=COOKIE_NAME, SESSION_COOKIE_HTTPONLY=True,
+                         SESSION_COOKIE_SAMESITE=settings.cookie_samesite,
+                         PERMANENT_SESSION_LIFETIME=timedelta(seconds=settings.session.absolute_s),
+                         REMEMBER_COOKIE_DURATION=timedelta(seconds=0))
     if settings.proxy_count:
         n = settings.proxy_count
         server.wsgi_app = ProxyFix(server.wsgi_app, x_for=n, x_proto=n, x_host=n, x_port=n)

@@ -19,7 +19,7 @@ from dash import ALL, Input, Output, State, ctx, no_update
 
 from callbacks import guard
 from callbacks.studio import synthetic as studio_synthetic
-from callbacks.studio.jobs import poll_view, send, started
+from callbacks.studio.jobs import by_column, register_job, started
 from dp_engine.errors import DPError
 from dp_engine.release import ColumnChoice, Sensitivity, Technique, Tolerances
 from dp_engine.release.techniques import ColumnProblemsError
@@ -68,22 +68,10 @@ def _number(v: Any) -> float | None:
     return float(v) if isinstance(v, int | float) and math.isfinite(v) else None
 
 
-def _by_column(kind: str) -> dict[str, Any]:
-    """Column -> value of the pattern-matching state ``kind``, as the browser sent it."""
-    out: dict[str, Any] = {}
-    for state in ctx.states_list or []:
-        for item in state if isinstance(state, list) else []:
-            cid = item.get("id") if isinstance(item, dict) else None
-            if isinstance(cid, dict) and cid.get("type") == kind and isinstance(
-                    cid.get("index"), str):
-                out[cid["index"]] = item.get("value")
-    return out
-
-
 def parse_choices() -> tuple[list[ColumnChoice], dict[str, str]]:
     """Per-column choices from the form, and the problems found before the service's own
     checks (an unknown technique or sensitivity)."""
-    techs, eps, sens = _by_column(ids.ST_TECH), _by_column(ids.ST_EPS), _by_column(ids.ST_SENS)
+    techs, eps, sens = by_column(ids.ST_TECH), by_column(ids.ST_EPS), by_column(ids.ST_SENS)
     choices: list[ColumnChoice] = []
     problems: dict[str, str] = {}
     for name, tech in techs.items():
@@ -208,31 +196,12 @@ def register_callbacks(app, services: Services) -> None:
         return (None, None, None, _column_messages({}), token, True, True, True, False,
                 started(services.studio.job(identity, token), PROGRESS_NAME), True, [])
 
-    @app.callback(Output(ids.ST_PROGRESS, "children", allow_duplicate=True),
-                  Output(ids.ST_RESULTS, "children", allow_duplicate=True),
-                  Output(ids.ST_TRAIL, "children", allow_duplicate=True),
-                  Output(ids.ST_MESSAGE, "children", allow_duplicate=True),
-                  Output(ids.ST_POLL, "disabled", allow_duplicate=True),
-                  *[Output(b, "disabled", allow_duplicate=True) for b in buttons],
-                  Output(ids.ST_INSIST_BOX, "hidden", allow_duplicate=True),
-                  Input(ids.ST_POLL, "n_intervals"), State(ids.ST_LAST, "data"),
-                  prevent_initial_call=True)
-    def _poll(_n, token):
-        """The job's progress, then its result (identity checked on every poll); a failed
-        verdict keeps the files back and shows "download anyway"."""
-        record = services.studio.job(services.identity.current(), token)
-        drawn: dict[str, Any] = {}
-
-        def render(result: dict[str, Any]) -> Any:
-            drawn["results"], drawn["trail"] = _shown(result)
-            return drawn["results"]
-
-        bar, results, msg, stop, no_files = poll_view(
-            record, render, PROGRESS_NAME,
-            lambda: services.studio.announced(services.identity.current(), token))
-        trail = drawn.get("trail", no_update)
-        return (bar, results, trail, msg, stop, no_files, no_files, no_files,
-                _insist_hidden(record) if "results" in drawn else True)
+    register_job(app, services, kind="dp", name=PROGRESS_NAME, poll=ids.ST_POLL,
+                 token=ids.ST_LAST, progress=ids.ST_PROGRESS, results=ids.ST_RESULTS,
+                 message=ids.ST_MESSAGE, buttons=buttons, download=ids.ST_DOWNLOAD,
+                 render=lambda record, result: (*_shown(result), _insist_hidden(record)),
+                 extra=((ids.ST_TRAIL, "children"), (ids.ST_INSIST_BOX, "hidden")),
+                 waiting=(no_update, True))
 
     @app.callback(*[Output(b, "disabled", allow_duplicate=True) for b in buttons],
                   Output(ids.ST_MESSAGE, "children", allow_duplicate=True),
@@ -255,12 +224,3 @@ def register_callbacks(app, services: Services) -> None:
             f"Recorded: {identity.user} took the files of run {result.get('run_id')} although "
             f"it failed its tolerances (ledger release #{result.get('release_id')}, delivery "
             "logged).", "warning")
-
-    @app.callback(Output(ids.ST_DOWNLOAD, "data"), Output(ids.ST_MESSAGE, "children",
-                                                          allow_duplicate=True),
-                  Input(ids.ST_DL_CSV, "n_clicks"), Input(ids.ST_DL_JSON, "n_clicks"),
-                  Input(ids.ST_DL_HTML, "n_clicks"), State(ids.ST_LAST, "data"),
-                  prevent_initial_call=True)
-    def _download(_csv, _json, _html, token):
-        which = {ids.ST_DL_CSV: "csv", ids.ST_DL_JSON: "json"}.get(ctx.triggered_id, "html")
-        return send(services, token, "dp", which)

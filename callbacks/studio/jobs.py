@@ -5,10 +5,10 @@ nothing for anyone else, and identity is read from the server session on every p
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from dash import dcc, no_update
+from dash import Input, Output, State, ctx, dcc, no_update
 
 from layouts.studio import page as layout
 from services.studio.outcomes import downloadable
@@ -44,6 +44,57 @@ def poll_view(record: dict[str, Any] | None, render: Callable[[dict[str, Any]], 
         return None, no_update, layout.message(str(record.get("text"))), True, True
     return (layout.job_progress(float(record.get("progress") or 0), str(record.get("text")),
                                 name), no_update, no_update, False, True)
+
+
+def by_column(kind: str) -> dict[str, Any]:
+    """Index -> value of the pattern-matching state ``kind``, as the browser sent it (only
+    string indexes: a column's name, or an option's)."""
+    out: dict[str, Any] = {}
+    for state in ctx.states_list or []:
+        for item in state if isinstance(state, list) else []:
+            cid = item.get("id") if isinstance(item, dict) else None
+            if isinstance(cid, dict) and cid.get("type") == kind and isinstance(
+                    cid.get("index"), str):
+                out[cid["index"]] = item.get("value")
+    return out
+
+
+def register_job(app, services, *, kind: str, name: str, poll: str, token: str, progress: str,
+                 results: str, message: str, buttons: tuple[str, str, str], download: str,
+                 render: Callable[[dict[str, Any], dict[str, Any]], tuple],
+                 extra: Sequence[tuple[str, str]] = (), waiting: tuple = ()) -> None:
+    """The poll and download callbacks of one kind of job (the per-record copy, the synthetic
+    one). The poll shows the job ``token``'s progress, then its result (identity checked on
+    every poll): ``render(record, result)`` draws a finished job as (results, *the values of
+    the ``extra`` outputs), which are ``waiting`` until then. The buttons (CSV, JSON, HTML)
+    download a finished job's files."""
+    dup = {"allow_duplicate": True}
+
+    @app.callback(Output(progress, "children", **dup), Output(results, "children", **dup),
+                  Output(message, "children", **dup), Output(poll, "disabled", **dup),
+                  *[Output(b, "disabled", **dup) for b in buttons],
+                  *[Output(cid, prop, **dup) for cid, prop in extra],
+                  Input(poll, "n_intervals"), State(token, "data"), prevent_initial_call=True)
+    def _poll(_n, job_token):
+        record = services.studio.job(services.identity.current(), job_token)
+        drawn: list = []
+
+        def draw(result: dict[str, Any]) -> Any:
+            drawn[:] = render(record, result)
+            return drawn[0]
+
+        bar, shown, msg, stop, no_files = poll_view(
+            record, draw, name,
+            lambda: services.studio.announced(services.identity.current(), job_token))
+        return (bar, shown, msg, stop, no_files, no_files, no_files,
+                *(drawn[1:] if drawn else waiting))
+
+    @app.callback(Output(download, "data"), Output(message, "children", **dup),
+                  *[Input(b, "n_clicks") for b in buttons], State(token, "data"),
+                  prevent_initial_call=True)
+    def _download(_csv, _json, _html, job_token):
+        which = {buttons[0]: "csv", buttons[1]: "json"}.get(ctx.triggered_id, "html")
+        return send(services, job_token, kind, which)
 
 
 def started(record: dict[str, Any] | None, name: str) -> Any:

@@ -13,7 +13,7 @@ from typing import Any
 
 from dash import ALL, Input, Output, State, ctx, no_update
 
-from callbacks.studio.jobs import poll_view, send, started
+from callbacks.studio.jobs import by_column, register_job, started
 from dp_engine.errors import DPError
 from dp_engine.release.synthetic import synth_domain
 from dp_engine.schema import Schema
@@ -55,12 +55,7 @@ def section(services, identity, datasets) -> Any:
 
 def _owner_options() -> tuple[str | None, bool]:
     """(target, compare) from the owner's pattern-matching controls, as the browser sent."""
-    values: dict[str, Any] = {}
-    for state in ctx.states_list or []:
-        for item in state if isinstance(state, list) else []:
-            cid = item.get("id") if isinstance(item, dict) else None
-            if isinstance(cid, dict) and cid.get("type") == ids.ST_SYN_OWNER:
-                values[str(cid.get("index"))] = item.get("value")
+    values = by_column(ids.ST_SYN_OWNER)
     target = values.get("target")
     compare = values.get("compare")
     return (target if isinstance(target, str) and target else None,
@@ -140,30 +135,8 @@ def register_callbacks(app, services) -> None:
         return (token, False, started(services.studio.job(identity, token), PROGRESS_NAME),
                 None, None, True, True, True, no_update, True, None)
 
-    @app.callback(Output(ids.ST_SYN_PROGRESS, "children", allow_duplicate=True),
-                  Output(ids.ST_SYN_RESULTS, "children", allow_duplicate=True),
-                  Output(ids.ST_SYN_MESSAGE, "children", allow_duplicate=True),
-                  Output(ids.ST_SYN_POLL, "disabled", allow_duplicate=True),
-                  *[Output(b, "disabled", allow_duplicate=True) for b in buttons],
-                  Input(ids.ST_SYN_POLL, "n_intervals"), State(ids.ST_SYN_JOB, "data"),
-                  prevent_initial_call=True)
-    def _poll(_n, token):
-        """The job's progress, then its result (identity checked on every poll)."""
-        record = services.studio.job(services.identity.current(), token)
-
-        def render(result: dict[str, Any]) -> Any:
-            return layout.results(result) if result.get("kind") == "synthetic" else None
-
-        bar, results, msg, stop, no_files = poll_view(
-            record, render, PROGRESS_NAME,
-            lambda: services.studio.announced(services.identity.current(), token))
-        return bar, results, msg, stop, no_files, no_files, no_files
-
-    @app.callback(Output(ids.ST_SYN_DOWNLOAD, "data"),
-                  Output(ids.ST_SYN_MESSAGE, "children", allow_duplicate=True),
-                  *[Input(b, "n_clicks") for b in buttons], State(ids.ST_SYN_JOB, "data"),
-                  prevent_initial_call=True)
-    def _download(_csv, _json, _html, token):
-        which = {ids.ST_SYN_DL_CSV: "csv", ids.ST_SYN_DL_JSON: "json"}.get(ctx.triggered_id,
-                                                                         "html")
-        return send(services, token, "synthetic", which)
+    register_job(app, services, kind="synthetic", name=PROGRESS_NAME, poll=ids.ST_SYN_POLL,
+                 token=ids.ST_SYN_JOB, progress=ids.ST_SYN_PROGRESS, results=ids.ST_SYN_RESULTS,
+                 message=ids.ST_SYN_MESSAGE, buttons=buttons, download=ids.ST_SYN_DOWNLOAD,
+                 render=lambda _record, result: (
+                     layout.results(result) if result.get("kind") == "synthetic" else None,))

@@ -8,7 +8,7 @@ legend), and every chart is followed by a table of the numbers it draws (WCAG 1.
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import dash_bootstrap_components as dbc
@@ -147,6 +147,17 @@ def figure_table(figure: Any, caption: str = "") -> html.Table:
          html.Thead(html.Tr([html.Th(h, scope="col") for h in header])),
          html.Tbody(body)],
         className="table table-sm small chart-table")
+
+
+def data_table(model: tuple[Sequence[Any], Sequence[Sequence[Any]]],
+               caption: str | None = None) -> dbc.Table:
+    """(header, rows) as a table whose first cell of each row heads that row."""
+    header, rows = model
+    return dbc.Table([*([html.Caption(caption, className="small")] if caption else []),
+                      html.Thead(html.Tr([html.Th(h, scope="col") for h in header])),
+                      html.Tbody([html.Tr([html.Th(r[0], scope="row"),
+                                           *[html.Td(c) for c in r[1:]]]) for r in rows])],
+                     size="sm", bordered=True, responsive=True, className="small data-table")
 
 
 def chart_table_children(figure: Any) -> list | Any:

@@ -163,7 +163,6 @@ def histogram(ans: ViewAnswer, compact: bool = False) -> Figure:
         })
         if ans.dp:
             data[-1]["error_y"] = _error_bars(ans.values[g], ans.ci_low[g], ans.ci_high[g])
-    who = "patient" if ans.privacy_unit == "patient" else "record"
     title = f"{ans.x_label} — {who} counts" + (f" by {ans.group_label}" if ans.group else "")
     grouped = len(ans.groups) > 1
     return _figure(ans, data, title, compact, showlegend=grouped, annotations=notes,

@@ -24,45 +24,29 @@ def page_title(label: str) -> str:
 
 def layout() -> html.Div:
     """Static frame; Dash Pages draws the page body into ``dash.page_container``."""
-    return html.Div(
-        [
-            dcc.Location(id=ids.URL, refresh=False),
-            # An empty, hidden graph makes the browser fetch and parse plotly.js while the
-            # first answer is being computed, instead of after it arrives.
-            html.Div(dcc.Graph(id=ids.PRELOAD_GRAPH, figure={"data": [], "layout": {}},
-                               config={"staticPlot": True}), hidden=True),
-            html.A("Skip to main content", href=f"#{MAIN_ID}",
-                   className="skip-link visually-hidden-focusable"),
-            dbc.Navbar(
-                dbc.Container(
-                    [
-                        html.A(
-                            [html.Img(src="/assets/logo.svg", height="30", alt=""),
-                             html.Span(PRODUCT, className="brand-text")],
-                            href="/", className="navbar-brand d-flex align-items-center gap-2",
-                        ),
-                        html.Button(
-                            html.Span(className="navbar-toggler-icon"), id=ids.NAV_TOGGLE,
-                            n_clicks=0, type="button", className="navbar-toggler",
-                            **{"aria-label": "Menu", "aria-controls": ids.NAV_COLLAPSE,
-                               "aria-expanded": "false"}),
-                        dbc.Collapse(
-                            [dbc.Nav(id=ids.NAV, className="me-auto", navbar=True),
-                             html.Div(id=ids.SESSION_BADGE, className="session-badge")],
-                            id=ids.NAV_COLLAPSE, is_open=False, navbar=True,
-                        ),
-                    ],
-                    fluid=True,
-                ),
-                color="primary",
-                dark=True,
-                expand="md",
-                className="mb-3",
-            ),
-            dbc.Container(html.Main(dash.page_container, id=ids.PAGE, tabIndex="-1"), fluid=True,
-                          className="pb-5"),
-        ]
-    )
+    brand = html.A([html.Img(src="/assets/logo.svg", height="30", alt=""),
+                    html.Span(PRODUCT, className="brand-text")],
+                   href="/", className="navbar-brand d-flex align-items-center gap-2")
+    toggle = html.Button(html.Span(className="navbar-toggler-icon"), id=ids.NAV_TOGGLE,
+                         n_clicks=0, type="button", className="navbar-toggler",
+                         **{"aria-label": "Menu", "aria-controls": ids.NAV_COLLAPSE,
+                            "aria-expanded": "false"})
+    menu = dbc.Collapse([dbc.Nav(id=ids.NAV, className="me-auto", navbar=True),
+                         html.Div(id=ids.SESSION_BADGE, className="session-badge")],
+                        id=ids.NAV_COLLAPSE, is_open=False, navbar=True)
+    return html.Div([
+        dcc.Location(id=ids.URL, refresh=False),
+        # An empty, hidden graph makes the browser fetch and parse plotly.js while the
+        # first answer is being computed, instead of after it arrives.
+        html.Div(dcc.Graph(id=ids.PRELOAD_GRAPH, figure={"data": [], "layout": {}},
+                           config={"staticPlot": True}), hidden=True),
+        html.A("Skip to main content", href=f"#{MAIN_ID}",
+               className="skip-link visually-hidden-focusable"),
+        dbc.Navbar(dbc.Container([brand, toggle, menu], fluid=True), color="primary", dark=True,
+                   expand="md", className="mb-3"),
+        dbc.Container(html.Main(dash.page_container, id=ids.PAGE, tabIndex="-1"), fluid=True,
+                      className="pb-5"),
+    ])
 
 
 def nav_links(pages: Iterable[tuple[str, str]], pathname: str) -> list[dbc.NavItem]:
@@ -84,7 +68,5 @@ def session_badge(user: str, role: Role, logout_csrf: str | None) -> list:
 
 
 def forbidden(label: str) -> dbc.Alert:
-    return dbc.Alert(
-        f"The {label} page is for the data owner (the hospital). Your role cannot open it.",
-        color="warning",
-    )
+    return dbc.Alert(f"The {label} page is for the data owner (the hospital). Your role cannot "
+                     "open it.", color="warning")

@@ -25,15 +25,13 @@ CHECKLIST_HEADING = "What becomes public"
 def overview(datasets: list, problems: list[str]) -> html.Div:
     """Every loaded dataset with its version and whether its schema is confirmed."""
     header = ["Dataset", "Id", "Source", "Rows", "Columns", "Version", "Schema"]
-    body = [
-        html.Tr([html.Td(d.title), html.Td(html.Code(d.id)), html.Td(d.source),
-                 html.Td(d.row_count), html.Td(len(d.schema.columns)),
-                 html.Td(html.Code(d.version)),
-                 html.Td(dbc.Badge("confirmed", color="success") if d.schema.confirmed
-                         else dbc.Badge("awaiting confirmation", color="warning",
-                                        text_color="dark"))])
-        for d in datasets
-    ]
+    body = [html.Tr([html.Td(d.title), html.Td(html.Code(d.id)), html.Td(d.source),
+                     html.Td(d.row_count), html.Td(len(d.schema.columns)),
+                     html.Td(html.Code(d.version)),
+                     html.Td(dbc.Badge("confirmed", color="success") if d.schema.confirmed
+                             else dbc.Badge("awaiting confirmation", color="warning",
+                                            text_color="dark"))])
+            for d in datasets]
     alerts = [dbc.Alert(p, color="danger", className="small py-2") for p in problems]
     return html.Div([
         dbc.Table([html.Thead(html.Tr([html.Th(h) for h in header])), html.Tbody(body)],
@@ -85,23 +83,17 @@ def message(text: str | list, color: str = "info") -> dbc.Alert:
 def layout(registry, identity) -> html.Div | dbc.Alert:
     datasets = registry.list()
     first = datasets[0] if datasets else None
-    upload = dcc.Upload(
-        id=ids.DATA_UPLOAD,
-        children=html.Div(["Drop a CSV file here or ", html.A("choose one")]),
-        multiple=False,
-        accept=".csv,.tsv,.txt,text/csv,text/plain",
-        className="border border-2 rounded p-4 text-center text-muted",
-        style={"borderStyle": "dashed"},
-    )
+    upload = dcc.Upload(id=ids.DATA_UPLOAD, multiple=False,
+                        children=html.Div(["Drop a CSV file here or ", html.A("choose one")]),
+                        accept=".csv,.tsv,.txt,text/csv,text/plain",
+                        className="border border-2 rounded p-4 text-center text-muted",
+                        style={"borderStyle": "dashed"})
     limit = registry.max_upload_bytes / 1_000_000
     return html.Div([
         html.H1("Datasets and their public schemas", className="h4"),
-        html.P(
-            "Bounds, categories and bins are public metadata: every private statistic relies "
-            "on them. What was read off the data stays private until you confirm it. Other "
-            "roles only see datasets whose schema you confirmed.",
-            className="text-muted small",
-        ),
+        html.P("Bounds, categories and bins are public metadata: every private statistic relies "
+               "on them. What was read off the data stays private until you confirm it. Other "
+               "roles only see datasets whose schema you confirmed.", className="text-muted small"),
         dbc.Row([
             dbc.Col([html.Label("Load a CSV export", id=label_id(ids.DATA_UPLOAD),
                                 htmlFor=ids.DATA_UPLOAD, className="form-label fw-semibold small"),

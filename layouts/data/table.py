@@ -65,23 +65,15 @@ def _level(value: object) -> str:
 
 
 def schema_table(rows: list[dict[str, str]]) -> dash_table.DataTable:
-    dropdown = {
-        "kind": {"options": [{"label": k.value, "value": k.value} for k in ColumnKind],
-                 "clearable": False},
-        "role": {"options": [{"label": r.value, "value": r.value} for r in ColumnRole],
-                 "clearable": False},
-    }
+    dropdown = {name: {"options": [{"label": v.value, "value": v.value} for v in enum],
+                       "clearable": False}
+                for name, enum in (("kind", ColumnKind), ("role", ColumnRole))}
     upward = f"tr:nth-last-child(-n+{UPWARD_ROWS}) .Select-menu-outer"
     return dash_table.DataTable(
-        id=ids.DATA_TABLE,
-        data=rows,
-        columns=[
-            {"id": key, "name": name, "editable": editable,
-             **({"presentation": "dropdown"} if key in dropdown else {})}
-            for key, name, editable in SCHEMA_COLUMNS
-        ],
-        dropdown=dropdown,
-        editable=True,
+        id=ids.DATA_TABLE, data=rows, dropdown=dropdown, editable=True,
+        columns=[{"id": key, "name": name, "editable": editable,
+                  **({"presentation": "dropdown"} if key in dropdown else {})}
+                 for key, name, editable in SCHEMA_COLUMNS],
         style_table={"overflowX": "auto"},
         style_cell={"fontSize": "0.85rem", "textAlign": "left", "whiteSpace": "normal",
                     "height": "auto", "minWidth": "5rem", "verticalAlign": "top"},

@@ -19,31 +19,20 @@ DEFAULT_PRESET = "fig2"
 
 def role_options(granted: Role) -> list[dict]:
     """Only the granted role and lower ones (the server clamps anyway)."""
-    return [
-        {"label": f"{r.label} — {NOISE_LABELS[r.noise_factor]} noise "
-                  f"({NOISE_BANDS[r.noise_factor][0]:g}–{NOISE_BANDS[r.noise_factor][1]:g} %)",
-         "value": r.value}
-        for r in granted.allowed()
-    ]
+    return [{"label": f"{r.label} — {NOISE_LABELS[r.noise_factor]} noise "
+                      f"({NOISE_BANDS[r.noise_factor][0]:g}–{NOISE_BANDS[r.noise_factor][1]:g} %)",
+             "value": r.value} for r in granted.allowed()]
 
 
 def column_options(schema: Schema, *, numeric_only: bool = False) -> list[dict]:
-    out = []
-    for c in schema.queryable_columns():
-        if numeric_only and c.kind not in NUMERIC_KINDS:
-            continue
-        out.append({"label": c.display, "value": c.name})
-    return out
+    return [{"label": c.display, "value": c.name} for c in schema.queryable_columns()
+            if not numeric_only or c.kind in NUMERIC_KINDS]
 
 
 def group_options(schema: Schema) -> list[dict]:
-    opts = [{"label": "No grouping", "value": "none"}]
-    opts += [
-        {"label": c.display, "value": c.name}
-        for c in schema.queryable_columns()
-        if c.kind in GROUPABLE_KINDS and c.categories
-    ]
-    return opts
+    return [{"label": "No grouping", "value": "none"},
+            *[{"label": c.display, "value": c.name} for c in schema.queryable_columns()
+              if c.kind in GROUPABLE_KINDS and c.categories]]
 
 
 def layout(datasets: list, identity) -> html.Div:
@@ -51,11 +40,8 @@ def layout(datasets: list, identity) -> html.Div:
     granted: Role = identity.role
     owner = granted is Role.OWNER
     if not datasets:
-        return dbc.Alert(
-            "No dataset is available to your role yet: the data owner has to confirm a "
-            "dataset's public schema first.",
-            color="info",
-        )
+        return dbc.Alert("No dataset is available to your role yet: the data owner has to "
+                         "confirm a dataset's public schema first.", color="info")
     first = datasets[0]
     preset = PRESETS[DEFAULT_PRESET]
     controls = [
@@ -99,53 +85,33 @@ def layout(datasets: list, identity) -> html.Div:
     else:
         # Hidden stand-ins keep one callback signature; paper mode is simply not offered
         # and the server answers any forged value in sound mode.
-        controls += [
-            html.Div(
-                [dbc.RadioItems(id=ids.EX_MECHANISM, value="sound",
-                                options=[{"label": MECHANISMS["sound"], "value": "sound"}]),
-                 dbc.Switch(id=ids.EX_COMPARE, value=False)],
-                hidden=True,
-            ),
-        ]
+        controls.append(html.Div(
+            [dbc.RadioItems(id=ids.EX_MECHANISM, value="sound",
+                            options=[{"label": MECHANISMS["sound"], "value": "sound"}]),
+             dbc.Switch(id=ids.EX_COMPARE, value=False)], hidden=True))
     # The chart column comes first below 992 px (phones): the Release button and the chart
     # open the page there too, the controls follow them.
-    return html.Div(
-        [
-            html.H1("Explore the cohort", className="h3 mb-1"),
-            html.P(
-                "Every number released here is differentially private and labelled with the "
-                "ε that produced it; until you press Release the chart is a free, simulated "
-                "preview.",
-                className="text-muted mb-2 d-none d-md-block explore-intro",
-            ),
-            dbc.Row(
-                id=ids.EX_ROW,
-                className="explore-row",
-                children=[
-                    dbc.Col([dbc.Card(dbc.CardBody(controls), className="controls-card mb-3"),
-                             dbc.Card(dbc.CardBody(my_releases()),
-                                      className="controls-card")],
-                            lg=3, md=12, className="mb-3 controls-col order-2 order-lg-1"),
-                    dbc.Col(
-                        [
-                            release_bar(),
-                            html.Div(id=ids.EX_MESSAGE, role="status", **{"aria-live": "polite"}),
-                            dcc.Loading(
-                                html.Div(id=ids.EX_GRAPHS, className="graphs", tabIndex="-1",
-                                         role="region", **{"aria-label": "Result"}),
-                                id=ids.EX_LOADING, type="default", delay_show=300,
-                            ),
-                        ],
-                        lg=6, md=12, className="mb-3 graphs-col order-1 order-lg-2",
-                    ),
-                    dbc.Col(html.Aside(id=ids.EX_PANEL, **{"aria-label": "Privacy panel"}),
-                            lg=3, md=12, className="panel-col order-3"),
-                ],
-            ),
-            dcc.Download(id=ids.EX_DOWNLOAD),
-            dcc.Store(id=ids.EX_FOCUS, data=0),
-        ]
-    )
+    return html.Div([
+        html.H1("Explore the cohort", className="h3 mb-1"),
+        html.P("Every number released here is differentially private and labelled with the ε "
+               "that produced it; until you press Release the chart is a free, simulated "
+               "preview.", className="text-muted mb-2 d-none d-md-block explore-intro"),
+        dbc.Row(id=ids.EX_ROW, className="explore-row", children=[
+            dbc.Col([dbc.Card(dbc.CardBody(controls), className="controls-card mb-3"),
+                     dbc.Card(dbc.CardBody(my_releases()), className="controls-card")],
+                    lg=3, md=12, className="mb-3 controls-col order-2 order-lg-1"),
+            dbc.Col([release_bar(),
+                     html.Div(id=ids.EX_MESSAGE, role="status", **{"aria-live": "polite"}),
+                     dcc.Loading(html.Div(id=ids.EX_GRAPHS, className="graphs", tabIndex="-1",
+                                          role="region", **{"aria-label": "Result"}),
+                                 id=ids.EX_LOADING, type="default", delay_show=300)],
+                    lg=6, md=12, className="mb-3 graphs-col order-1 order-lg-2"),
+            dbc.Col(html.Aside(id=ids.EX_PANEL, **{"aria-label": "Privacy panel"}),
+                    lg=3, md=12, className="panel-col order-3"),
+        ]),
+        dcc.Download(id=ids.EX_DOWNLOAD),
+        dcc.Store(id=ids.EX_FOCUS, data=0),
+    ])
 
 
 def release_bar() -> html.Div:

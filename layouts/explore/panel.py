@@ -16,10 +16,16 @@ from services.views.answer import ViewAnswer
 
 
 def _row(term: str, value, value_id: str | None = None, hint: str = "") -> list:
-    dd = html.Dd(value, id=value_id, className="mb-1") if value_id else html.Dd(
-        value, className="mb-1")
-    dt = html.Dt(term, className="small text-muted mb-0", title=hint or None)
-    return [dt, dd]
+    return [html.Dt(term, className="small text-muted mb-0", title=hint or None),
+            html.Dd(value, className="mb-1", **({"id": value_id} if value_id else {}))]
+
+
+def _table(caption: str, head: list[str], rows: list[list]) -> dbc.Table:
+    """The panel's table (per group, or per tier in compare mode)."""
+    return dbc.Table([html.Caption(caption, className="small"),
+                      html.Thead(html.Tr([html.Th(h, scope="col") for h in head])),
+                      html.Tbody([html.Tr([html.Td(c) for c in cells]) for cells in rows])],
+                     size="sm", className="mb-2 small", responsive=True, id=ids.PANEL_GROUPS)
 
 
 def odds_sentence(epsilon: float) -> str:
@@ -148,12 +154,9 @@ def group_table(ans: ViewAnswer, granted: Role) -> dbc.Table:
             if owner:
                 real = ans.group_realized_noise_percent[g]  # type: ignore[index]
                 cells.append("–" if real is None else f"{real:.1f} %")
-        body.append(html.Tr([html.Td(c) for c in cells]))
-    return dbc.Table([html.Caption(f"Per group: privacy cost (ε) and typical error (relative "
-                                   f"to {scale_words(ans)})", className="small"),
-                      html.Thead(html.Tr([html.Th(h, scope="col") for h in head])),
-                      html.Tbody(body)], size="sm", className="mb-2 small", responsive=True,
-                     id=ids.PANEL_GROUPS)
+        body.append(cells)
+    return _table(f"Per group: privacy cost (ε) and typical error (relative to "
+                  f"{scale_words(ans)})", head, body)
 
 
 def details(ans: ViewAnswer, extra: list | None = None) -> html.Details:
@@ -255,12 +258,9 @@ def compare_panel(answers: list[ViewAnswer], granted: Role) -> dbc.Card:
         if owner:
             cells.append("–" if a.realized_noise_percent is None
                          else f"{a.realized_noise_percent:.2f} %")
-        rows.append(html.Tr([html.Td(c) for c in cells]))
-    table = dbc.Table([html.Caption("Each tier's privacy cost (ε), what it took from your "
-                                    "budget now and its typical error", className="small"),
-                       html.Thead(html.Tr([html.Th(h, scope="col") for h in head])),
-                       html.Tbody(rows)], size="sm", className="mb-2 small", responsive=True,
-                      id=ids.PANEL_GROUPS)
+        rows.append(cells)
+    table = _table("Each tier's privacy cost (ε), what it took from your budget now and its "
+                   "typical error", head, rows)
     return dbc.Card(dbc.CardBody([
         html.H2("Privacy — compare (sound mode)", className="h5"),
         html.Dl(_row("Taken from your budget", compare_spent(answers), ids.PANEL_SPENT,

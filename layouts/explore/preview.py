@@ -70,6 +70,11 @@ def refusal(previews: list[Preview]) -> str | None:
     return next((p.refusal for p in previews if p.refusal), None)
 
 
+def _pair(term: str, value, **dd_props) -> list:
+    return [html.Dt(term, className="small text-muted mb-0"),
+            html.Dd(value, className="mb-1", **dd_props)]
+
+
 def panel(previews: list[Preview], granted: Role) -> dbc.Card:
     """What releasing the previewed view(s) would cost, and the budget after it."""
     first = previews[0]
@@ -82,26 +87,21 @@ def panel(previews: list[Preview], granted: Role) -> dbc.Card:
             return {"id": value_id} if first_only is first else {}
 
         eps = "set by PyDPLib's search at release (not DP)" if not p.dp else fmt(a.epsilon)
-        rows += [html.Dt("Noise level", className="small text-muted mb-0"),
-                 html.Dd(noise_words(a), className="mb-1", **named(ids.PANEL_BAND)),
-                 html.Dt("Privacy cost of this view (ε)", className="small text-muted mb-0"),
-                 html.Dd(eps, className="mb-1", **named(ids.PANEL_EPSILON))]
+        rows += [*_pair("Noise level", noise_words(a), **named(ids.PANEL_BAND)),
+                 *_pair("Privacy cost of this view (ε)", eps, **named(ids.PANEL_EPSILON))]
         if p.dp:
-            rows += [html.Dt("How close to the truth", className="small text-muted mb-0"),
-                     html.Dd(f"On average within ± {fmt(a.expected_error)} {a.error_unit} of "
-                             f"the true value, about {a.expected_relative_error:.1f} % of "
-                             f"{scale_words(a)}", className="mb-1", **named(ids.PANEL_ERROR))]
+            rows += _pair("How close to the truth",
+                          f"On average within ± {fmt(a.expected_error)} {a.error_unit} of the "
+                          f"true value, about {a.expected_relative_error:.1f} % of "
+                          f"{scale_words(a)}", **named(ids.PANEL_ERROR))
     cost_text = ("0 — already released to your role, opens free" if all(p.cached for p in
                                                                         previews)
                  else f"{fmt(cost)} from your role's budget" if all(p.priced for p in previews)
                  else f"shown once the grouping is priced (at most "
                  f"{fmt(max(p.bound or 0.0 for p in previews))})")
-    rows += [html.Dt("Releasing it would take", className="small text-muted mb-0"),
-             html.Dd(cost_text, className="mb-1", id=ids.PANEL_SPENT)]
-    body: list = [
-        html.H2("Preview — nothing spent", className="h5"),
-        html.Dl(rows, className="mb-2"),
-    ]
+    rows += _pair("Releasing it would take", cost_text, id=ids.PANEL_SPENT)
+    body: list = [html.H2("Preview — nothing spent", className="h5"),
+                  html.Dl(rows, className="mb-2")]
     if len(previews) == 1 and first.priced and first.dp and not first.cached:
         driver = driver_block(first.answer, released=False)
         if driver is not None:

@@ -196,12 +196,23 @@ def history_table(history: list) -> html.Div | dbc.Table:
                   "No change yet: the defaults from the environment are in force.")
 
 
+def settings_block(settings: list[Setting], history: list) -> list:
+    """The settings in force and the owner's changes (redrawn after each save)."""
+    return [settings_table(settings), html.H3("Changes", className="h6 mt-2"),
+            history_table(history)]
+
+
+def _card(title: str, *body, **props) -> dbc.Card:
+    """A card headed ``title``; ``props`` are the card's own (its className)."""
+    return dbc.Card(dbc.CardBody([html.H2(title, className="h6"), *body]), **props)
+
+
 def settings_card(data: LedgerPage) -> dbc.Card:
     """Change a budget, a per-user limit or a dataset's cap: in force at once, everywhere."""
     datasets = [{"label": "Every dataset", "value": EVERY}] + [
         {"label": d, "value": d} for d in data.all_datasets]
-    return dbc.Card(dbc.CardBody([
-        html.H2("Budget settings", className="h6"),
+    return _card(
+        "Budget settings",
         html.P("A change binds the very next request on every server worker and is kept in "
                "the ledger with who made it and when. Leave the value empty for no limit.",
                className="small text-muted"),
@@ -217,10 +228,9 @@ def settings_card(data: LedgerPage) -> dbc.Card:
                                className="mt-4"), md=2),
         ], className="g-2"),
         html.Div(id=ids.LEDGER_SET_MESSAGE, role="status", **{"aria-live": "polite"}),
-        html.Div([settings_table(list(data.settings)),
-                  html.H3("Changes", className="h6 mt-2"), history_table(list(data.history))],
+        html.Div(settings_block(list(data.settings), list(data.history)),
                  id=ids.LEDGER_SETTINGS),
-    ]), className="mb-3")
+        className="mb-3")
 
 
 def _filter(label: str, cid: str, values: list[str], placeholder: str) -> dbc.Col:
@@ -245,12 +255,8 @@ def layout(data: LedgerPage) -> html.Div:
                "loss and left out of every total.",
                className="text-muted"),
         settings_card(data),
-        dbc.Card(dbc.CardBody([
-            html.H2("Budgets", className="h6"),
-            budgets_table(data.budgets),
-            html.H2("Datasets", className="h6 mt-3"),
-            datasets_table(data.datasets),
-        ]), className="mb-3"),
+        _card("Budgets", budgets_table(data.budgets), html.H2("Datasets", className="h6 mt-3"),
+              datasets_table(data.datasets), className="mb-3"),
         dbc.Row([
             _filter("User", ids.LEDGER_FILTER_USER, data.users, "All users"),
             _filter("Dataset", ids.LEDGER_FILTER_DATASET, data.dataset_ids, "All datasets"),
@@ -260,16 +266,9 @@ def layout(data: LedgerPage) -> html.Div:
                 dcc.Download(id=ids.LEDGER_DOWNLOAD),
             ], md=4),
         ], className="mb-3 g-3"),
-        dbc.Card(dbc.CardBody([
-            html.H2("Totals per user and dataset", className="h6"),
-            html.Div(totals_table(data.totals), id=ids.LEDGER_TOTALS),
-        ]), className="mb-3"),
-        dbc.Card(dbc.CardBody([
-            html.H2("Releases", className="h6"),
-            html.Div(releases_table(data.releases, data.release_count), id=ids.LEDGER_TABLE),
-        ]), className="mb-3"),
-        dbc.Card(dbc.CardBody([
-            html.H2("Internal releases (dataset-level loss only)", className="h6"),
-            internal_table(data.internal),
-        ])),
+        _card("Totals per user and dataset",
+              html.Div(totals_table(data.totals), id=ids.LEDGER_TOTALS), className="mb-3"),
+        _card("Releases", html.Div(releases_table(data.releases, data.release_count),
+                                   id=ids.LEDGER_TABLE), className="mb-3"),
+        _card("Internal releases (dataset-level loss only)", internal_table(data.internal)),
     ])

@@ -15,6 +15,7 @@ import dash_bootstrap_components as dbc
 from dash import dcc, html
 
 from layouts import ids
+from layouts.components.accessible import data_table
 from layouts.components.figures import build, caption, fmt
 from services.publish import methods
 from services.publish.service import Opened, ShownFigure
@@ -148,14 +149,6 @@ def closed(opened: Opened) -> dbc.Alert:
                      color="secondary", id=ids.VIEW_PAGE)
 
 
-def _data_table(fig: ShownFigure) -> dbc.Table:
-    header, rows = table_model(fig)
-    return dbc.Table([html.Thead(html.Tr([html.Th(h, scope="col") for h in header])),
-                      html.Tbody([html.Tr([html.Th(r[0], scope="row"),
-                                           *[html.Td(c) for c in r[1:]]]) for r in rows])],
-                     size="sm", bordered=True, responsive=True, className="small data-table")
-
-
 def _lines(text: str) -> list:
     """Text with its line breaks kept (the owner's inclusion criteria)."""
     parts: list = []
@@ -164,12 +157,13 @@ def _lines(text: str) -> list:
     return parts
 
 
+def _cohort_list(opened: Opened, class_name: str) -> html.Dl:
+    return html.Dl([item for term, text in cohort_rows(opened)
+                    for item in (html.Dt(term), html.Dd(_lines(text)))], className=class_name)
+
+
 def cohort_section(opened: Opened) -> html.Section:
-    rows = cohort_rows(opened)
-    body: list = [html.H2("The cohort", className="h5")]
-    body.append(html.Dl([item for term, text in rows
-                         for item in (html.Dt(term), html.Dd(_lines(text)))],
-                        className="cohort-list mb-1"))
+    body: list = [html.H2("The cohort", className="h5"), _cohort_list(opened, "cohort-list mb-1")]
     if opened.cohort is None or opened.cohort.empty:
         body.append(html.P("The data owner has not described the cohort's period, inclusion "
                            "criteria and source yet.", className="small text-muted mb-0"))
@@ -193,22 +187,21 @@ def methods_section(opened: Opened) -> html.Section:
 
 def _figure_card(fig: ShownFigure, n: int, config: dict[str, Any]) -> dbc.Card:
     a = fig.answer
-    heading = html.H2(fig.ref.caption or f"Figure {n + 1}", className="h5")
+    head = [html.H2(fig.ref.caption or f"Figure {n + 1}", className="h5"),
+            html.P(chart_title(a), className="figure-title")]
     sentence = methods.withheld_sentence(a)
     if sentence:
         return dbc.Card(dbc.CardBody([
-            heading, html.P(chart_title(a), className="figure-title"),
-            html.P(sentence, className="withheld-figure"),
+            *head, html.P(sentence, className="withheld-figure"),
             html.P(figure_label(fig), className="small text-muted mb-0 figure-label"),
         ]), className="mb-3 published-figure withheld")
     return dbc.Card(dbc.CardBody([
-        heading,
-        html.P(chart_title(a), className="figure-title"),
+        *head,
         dcc.Graph(id={"type": ids.VIEW_FIGURE, "index": n}, figure=published_figure(a),
                   config=config, className="dp-graph published-graph", responsive=True),
         *[html.P(text, className="small figure-note") for text in figure_notes(a)],
         html.P(figure_label(fig), className="small text-muted mb-1 figure-label"),
-        html.Details([html.Summary("Data table", className="small"), _data_table(fig)],
+        html.Details([html.Summary("Data table", className="small"), data_table(table_model(fig))],
                      open=True),
     ]), className="mb-3 published-figure")
 
@@ -241,12 +234,10 @@ def view_page(opened: Opened, config: dict[str, Any]) -> html.Div:
 
 def _about_slide(opened: Opened) -> list:
     """The demo's first slide: the cohort and how to read the figures, in short."""
-    rows = cohort_rows(opened)
     paragraphs = methods_paragraphs(opened)[:SUMMARY_PARAGRAPHS]
     return [
         html.H2("About these figures", className="demo-caption"),
-        html.Dl([item for term, text in rows
-                 for item in (html.Dt(term), html.Dd(_lines(text)))], className="demo-cohort"),
+        _cohort_list(opened, "demo-cohort"),
         *[html.P([html.Strong(p.heading + ". "), p.text], className="demo-note")
           for p in paragraphs],
     ]

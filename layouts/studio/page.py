@@ -19,6 +19,7 @@ from dash import dcc, html
 from dp_engine.release import Sensitivity, Technique, default_technique, techniques_for
 from dp_engine.schema import NUMERIC_KINDS, ColumnSpec, Schema
 from layouts import ids
+from layouts.components.accessible import data_table
 from layouts.components.figures import fmt
 from layouts.components.graph_config import GRAPH_CONFIG
 from layouts.studio import figures as figs
@@ -84,6 +85,13 @@ def job_progress(fraction: float, text: str, name: str) -> html.Div:
                  **{"aria-label": name, "aria-valuenow": f"{pct:.0f}", "aria-valuemin": "0",
                     "aria-valuemax": "100", "aria-valuetext": f"{text} {pct:.0f} %"}),
     ], className="my-2 studio-progress")
+
+
+def download_buttons(buttons: tuple[str, str, str], csv_label: str) -> list[dbc.Button]:
+    """The CSV, JSON report and HTML report buttons of a run, off until it has files."""
+    return [dbc.Button(label, id=cid, color="secondary", disabled=True)
+            for cid, label in zip(buttons, (csv_label, "Report (JSON)", "Report (HTML)"),
+                                  strict=True)]
 
 
 def poll(cid: str) -> dcc.Interval:
@@ -177,9 +185,8 @@ def page(datasets: Sequence[tuple[str, str]], first: str, schema: Schema,
         html.Div([
             dbc.Button("Run", id=ids.ST_RUN, color="primary"),
             dbc.Button("Auto-tune", id=ids.ST_TUNE, color="dark", outline=True),
-            dbc.Button("Download DP CSV", id=ids.ST_DL_CSV, color="secondary", disabled=True),
-            dbc.Button("Report (JSON)", id=ids.ST_DL_JSON, color="secondary", disabled=True),
-            dbc.Button("Report (HTML)", id=ids.ST_DL_HTML, color="secondary", disabled=True),
+            *download_buttons((ids.ST_DL_CSV, ids.ST_DL_JSON, ids.ST_DL_HTML),
+                              "Download DP CSV"),
         ], className="d-flex flex-wrap gap-2 my-3"),
         insist_box(),
         dcc.Download(id=ids.ST_DOWNLOAD),
@@ -210,14 +217,6 @@ def verdict_line(said: Mapping[str, Any]) -> dbc.Alert:
     ok = bool(said.get("ok"))
     return dbc.Alert(html.Strong(str(said.get("text", ""))), color="success" if ok else "danger",
                      className=f"py-2 small studio-verdict {'passed' if ok else 'failed'}")
-
-def data_table(model: figs.Table, caption: str) -> dbc.Table:
-    header, rows = model
-    return dbc.Table([html.Caption(caption, className="small"),
-                      html.Thead(html.Tr([html.Th(h, scope="col") for h in header])),
-                      html.Tbody([html.Tr([html.Th(r[0], scope="row"),
-                                           *[html.Td(c) for c in r[1:]]]) for r in rows])],
-                     size="sm", bordered=True, responsive=True, className="small data-table")
 
 
 def _chart(fig: figs.Figure, table: figs.Table, caption: str, md: int = 6) -> dbc.Col:
