@@ -199,6 +199,7 @@ def register_callbacks(app, services: Services) -> None:
     register_job(app, services, kind="dp", name=PROGRESS_NAME, poll=ids.ST_POLL,
                  token=ids.ST_LAST, progress=ids.ST_PROGRESS, results=ids.ST_RESULTS,
                  message=ids.ST_MESSAGE, buttons=buttons, download=ids.ST_DOWNLOAD,
+                 cancel=ids.ST_CANCEL,
                  render=lambda record, result: (*_shown(result), _insist_hidden(record)),
                  extra=((ids.ST_TRAIL, "children"), (ids.ST_INSIST_BOX, "hidden")),
                  waiting=(no_update, True))

@@ -18,6 +18,7 @@ GONE = ("This run is no longer kept on the server (only your last few are); run 
         "a new copy.")
 NOT_READY = "This run has not finished yet; wait for it, then download."
 DRAWING = "Done: drawing the results…"
+CANCELLING = "Cancelling the run… it stops at its next step; the page says when it has."
 HELD_BACK = ("This copy failed its tolerances, so its files are held back. Tick 'Download "
              "anyway' under the buttons to take them (recorded in the ledger).")
 
@@ -61,18 +62,20 @@ def by_column(kind: str) -> dict[str, Any]:
 
 def register_job(app, services, *, kind: str, name: str, poll: str, token: str, progress: str,
                  results: str, message: str, buttons: tuple[str, str, str], download: str,
+                 cancel: str,
                  render: Callable[[dict[str, Any], dict[str, Any]], tuple],
                  extra: Sequence[tuple[str, str]] = (), waiting: tuple = ()) -> None:
     """The poll and download callbacks of one kind of job (the per-record copy, the synthetic
     one). The poll shows the job ``token``'s progress, then its result (identity checked on
     every poll): ``render(record, result)`` draws a finished job as (results, *the values of
     the ``extra`` outputs), which are ``waiting`` until then. The buttons (CSV, JSON, HTML)
-    download a finished job's files."""
+    download a finished job's files; ``cancel`` stops the job while it runs."""
     dup = {"allow_duplicate": True}
 
     @app.callback(Output(progress, "children", **dup), Output(results, "children", **dup),
                   Output(message, "children", **dup), Output(poll, "disabled", **dup),
                   *[Output(b, "disabled", **dup) for b in buttons],
+                  Output(cancel, "disabled", **dup),
                   *[Output(cid, prop, **dup) for cid, prop in extra],
                   Input(poll, "n_intervals"), State(token, "data"), prevent_initial_call=True)
     def _poll(_n, job_token):
@@ -86,8 +89,15 @@ def register_job(app, services, *, kind: str, name: str, poll: str, token: str, 
         bar, shown, msg, stop, no_files = poll_view(
             record, draw, name,
             lambda: services.studio.announced(services.identity.current(), job_token))
-        return (bar, shown, msg, stop, no_files, no_files, no_files,
+        return (bar, shown, msg, stop, no_files, no_files, no_files, stop,
                 *(drawn[1:] if drawn else waiting))
+
+    @app.callback(Output(message, "children", **dup), Output(cancel, "disabled", **dup),
+                  Input(cancel, "n_clicks"), State(token, "data"), prevent_initial_call=True)
+    def _cancel(clicks, job_token):
+        if not clicks or not services.studio.cancel(services.identity.current(), job_token):
+            return no_update, no_update      # not this user's job, or it already ended
+        return layout.message(CANCELLING), True
 
     @app.callback(Output(download, "data"), Output(message, "children", **dup),
                   *[Input(b, "n_clicks") for b in buttons], State(token, "data"),

@@ -138,5 +138,6 @@ def register_callbacks(app, services) -> None:
     register_job(app, services, kind="synthetic", name=PROGRESS_NAME, poll=ids.ST_SYN_POLL,
                  token=ids.ST_SYN_JOB, progress=ids.ST_SYN_PROGRESS, results=ids.ST_SYN_RESULTS,
                  message=ids.ST_SYN_MESSAGE, buttons=buttons, download=ids.ST_SYN_DOWNLOAD,
+                 cancel=ids.ST_SYN_CANCEL,
                  render=lambda _record, result: (
                      layout.results(result) if result.get("kind") == "synthetic" else None,))

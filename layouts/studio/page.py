@@ -94,6 +94,12 @@ def download_buttons(buttons: tuple[str, str, str], csv_label: str) -> list[dbc.
                                   strict=True)]
 
 
+def cancel_button(cid: str, what: str) -> dbc.Button:
+    """Stops the running job ``what`` names; on only while one runs (its poll turns it on)."""
+    return dbc.Button(f"Cancel the {what}", id=cid, color="danger", outline=True, size="sm",
+                      disabled=True, className="mb-2")
+
+
 def poll(cid: str) -> dcc.Interval:
     """The Interval that polls a job; off until a job starts, off again when it ends."""
     return dcc.Interval(id=cid, interval=POLL_MS, disabled=True)
@@ -194,6 +200,7 @@ def page(datasets: Sequence[tuple[str, str]], first: str, schema: Schema,
         poll(ids.ST_POLL),
         html.Div(id=ids.ST_MESSAGE, role="status"),
         html.Div(id=ids.ST_PROGRESS),
+        cancel_button(ids.ST_CANCEL, "run"),
         html.Div(id=ids.ST_TRAIL), html.Div(id=ids.ST_RESULTS),
         synthetic,
     ], id=ids.ST_PAGE)

@@ -107,6 +107,7 @@ def section(datasets: Sequence[tuple[str, str]], first: str,
         base.poll(ids.ST_SYN_POLL),
         html.Div(id=ids.ST_SYN_MESSAGE, role="status"),
         html.Div(id=ids.ST_SYN_PROGRESS),
+        base.cancel_button(ids.ST_SYN_CANCEL, "synthetic copy"),
         html.Div(id=ids.ST_SYN_RESULTS),
     ]
     return dbc.Card(dbc.CardBody(body), id=ids.ST_SYNTHETIC, className="my-3 studio-synthetic")

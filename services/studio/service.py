@@ -47,7 +47,7 @@ from services.ledger.plan import ReleaseKey, ReleasePlan
 from services.ledger.store import Ledger
 from services.runner.base import Progress
 from services.runner.inline import InlineRunner
-from services.runner.jobs import DIED, Jobs
+from services.runner.jobs import DIED, RUNNING, Jobs
 from services.session import asks_first, left_of
 from services.studio import pgm
 from services.studio.accounting import opendp_epsilon
@@ -349,9 +349,12 @@ class StudioService:
         return record
 
     def cancel(self, identity, token: object) -> bool:
-        """Stop ``identity``'s job ``token`` (whichever worker runs it)."""
-        if not getattr(identity, "authenticated", False) or \
-                self.store.get(identity.user, token) is None:
+        """Stop ``identity``'s running job ``token`` (whichever worker runs it); False for
+        another user's token or a job that has ended."""
+        if not getattr(identity, "authenticated", False):
+            return False
+        record = self.store.get(identity.user, token)
+        if record is None or record.get("state") not in RUNNING:
             return False
         return self.jobs.cancel(self.store, identity.user, str(token))
 

@@ -27,7 +27,8 @@ PER_COLUMN = {ids.ST_TECH: 0, ids.ST_EPS: 1, ids.ST_SENS: 2}
 def _body(deps: list[dict], output_id: str, values: dict, columns: dict,
           changed: tuple[str, str]) -> dict:
     """A callback call as the browser sends it, pattern-matching lists filled per column."""
-    dep = next(d for d in deps if d["output"].strip(".").startswith(f"{output_id}."))
+    dep = next(d for d in deps if d["output"].strip(".").startswith(f"{output_id}.")
+               and any(i["id"] == changed[0] for i in d["inputs"]))
 
     def item(spec: dict, value_of) -> dict | list:
         if not spec["id"].startswith("{"):
