@@ -635,9 +635,8 @@ def quotes_read(ledger: Ledger, conn: Connection, sources: Sequence[PlanSource],
     """What quoting ``sources`` reads, inside the caller's transaction."""
     at = ledger_db.now()
     reads = [_read(conn, s) for s in sources]
-    spends = {(s.key.payer, s.key.dataset_id): read_spend(ledger, conn, s.key.payer,
-                                                          s.key.dataset_id, user, at)
-              for s in sources}
+    payers = dict.fromkeys((s.key.payer, s.key.dataset_id) for s in sources)
+    spends = {k: read_spend(ledger, conn, *k, user, at) for k in payers}   # once per payer
     return reads, spends
 
 

@@ -118,8 +118,8 @@ class Ledger:
         a context the i-th source is quoted in (after the transaction)."""
         with self.db.tx(write=False) as conn:
             read = door.quotes_read(self, conn, sources, str(user))
-            spend = door.read_spend(self, conn, Role(role), dataset_id, str(user),
-                                    ledger_db.now())
+            spend = read[1].get((Role(role), str(dataset_id))) or door.read_spend(
+                self, conn, Role(role), dataset_id, str(user), ledger_db.now())
             found = {}
             for key in internals:
                 payload = door.lookup_tier(conn, dataset_version,

@@ -186,3 +186,23 @@ def test_with_runner_children_a_fresh_release_takes_three_transactions(tmp_path,
         assert check_invariants(services.ledger) == []
     finally:
         services.runner.close()
+
+
+def test_a_screen_reads_each_payers_spend_once(counted, monkeypatch):
+    """The screen's request and the presets' are quoted from one spend read per paying role
+    (it was read again for every request quoted, then once more for the status)."""
+    from services.ledger import door
+    from services.views.screen import preset_requests
+
+    _, services, _ = counted
+    carl = Identity("carl", Role.COLLABORATOR, True)
+    ds = services.registry.get("pirads")
+    req = ViewRequest("pirads", "mean", "Age", None, "sound", Role.COLLABORATOR)
+    presets = preset_requests(carl, ds, {"dataset": "pirads", "mechanism": "sound"})
+    real, calls = door.read_spend, []
+    monkeypatch.setattr(door, "read_spend",
+                        lambda ledger, conn, role, *a: calls.append(role) or real(
+                            ledger, conn, role, *a))
+    look = Session(services, carl).look(ds, [req], presets=presets)
+    assert len([p for p in presets if p is not None]) >= 3 and len(look.preset_quotes) >= 3
+    assert sorted(calls) == sorted(set(calls)) and Role.COLLABORATOR in calls
