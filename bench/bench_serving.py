@@ -145,13 +145,16 @@ def uncached_views(schema: Schema, seed: int = 0) -> dict[str, deque]:
 
 
 def uncached_session(http: HttpSession, role: str, todo: deque, run: Run, t0: float,
-                     deadline: float) -> None:
-    """Press Release on fresh views until the list is empty or time is up."""
+                     deadline: float, pace: float = 0.0) -> None:
+    """Press Release on fresh views until the list is empty or time is up; ``pace``: the
+    least seconds from one view's first press to the next view's (a person reading the
+    answer), 0 for back to back."""
     while time.perf_counter() < deadline:
         try:
             view = todo.popleft()
         except IndexError:
             return
+        begun = time.perf_counter()
         values = {"dataset": DATASET, "role": role, "mechanism": "sound", **view}
         at = time.perf_counter() - t0
         reply = press(http, ids.EX_RELEASE, **values)
@@ -167,6 +170,7 @@ def uncached_session(http: HttpSession, role: str, todo: deque, run: Run, t0: fl
             run.add(Record("release", role, http.last, at))
         else:
             run.add(Record("refused", role, http.last, at), f"{view}: {reply.message[:200]}")
+        time.sleep(max(0.0, min(begun + pace, deadline) - time.perf_counter()))
 
 
 def cached_session(http: HttpSession, run: Run | None, t0: float, stop: threading.Event,
@@ -333,19 +337,20 @@ def logged_in(srv: GunicornApp, name: str) -> HttpSession:
 
 
 def measure(glob: str, schema: Schema, setting: Setting, *, sessions: int,
-            duration: float, database: str | None = None) -> dict:
+            duration: float, database: str | None = None, pace: float = 0.0) -> dict:
     """One server, one load: latencies by kind, throughput, memory, CPU, load averages."""
     with tempfile.TemporaryDirectory(prefix="bench-serving-") as name, \
             ledger_database(database) as url:
         tmp = Path(name)
         srv = serve(glob, tmp, setting, sessions, url)
         try:
-            return _load(srv, schema, sessions, duration)
+            return _load(srv, schema, sessions, duration, pace)
         finally:
             srv.stop()
 
 
-def _load(srv: GunicornApp, schema: Schema, sessions: int, duration: float) -> dict:
+def _load(srv: GunicornApp, schema: Schema, sessions: int, duration: float,
+          pace: float = 0.0) -> dict:
     names = users_of(sessions)
     reader = logged_in(srv, "reader")
     render(reader, dataset=DATASET, role="collaborator", mechanism="sound", **CACHED_VIEW)
@@ -363,7 +368,7 @@ def _load(srv: GunicornApp, schema: Schema, sessions: int, duration: float) -> d
     t0 = time.perf_counter()
     deadline = t0 + duration
     threads = [threading.Thread(target=uncached_session,
-                                args=(http, role, todo[role], run, t0, deadline))
+                                args=(http, role, todo[role], run, t0, deadline, pace))
                for http, role in clients]
     reading = threading.Thread(target=cached_session, args=(reader, run, t0, stop))
     reading.start()
@@ -430,14 +435,15 @@ HEAD = ("| server | cached alone, n: p50 / p95 ms | cached under load, n: p50 / 
         "| worker (+ its child) peak RSS MB | load average (1, 5, 15 min) before → after |")
 
 
-def heading(size: str) -> str:
+def heading(size: str, pace: float = 0.0) -> str:
     """The section's heading: the 1e7 run is the issue's target, others are named."""
-    return SECTION if size == "1e7" else f"{SECTION}, {size} rows"
+    paced = f", one press per session every {pace:g} s" if pace else ""
+    return (SECTION if size == "1e7" else f"{SECTION}, {size} rows") + paced
 
 
 def section(command: str, glob: str, rows: list[str], sessions: int, duration: float,
-            size: str = "1e7") -> str:
-    parts = [heading(size), "", f"Command: `{command}`", "",
+            size: str = "1e7", pace: float = 0.0) -> str:
+    parts = [heading(size, pace), "", f"Command: `{command}`", "",
              f"`bench/bench_serving.py`: the real app under gunicorn with "
              f"`{DEPLOY_CONF.relative_to(ROOT)}` (users mode; ledger and sessions in SQLite or "
              "PostgreSQL as the row says), "
@@ -446,7 +452,10 @@ def section(command: str, glob: str, rows: list[str], sessions: int, duration: f
              f"{sessions} sessions ({sessions // 2} owners, {sessions - sessions // 2} "
              "collaborators, each its own login) press Release on distinct views for up to "
              f"{duration:.0f} s (a never-priced grouping: one pricing press, then the "
-             "release); one more collaborator presses Release on a view it already has "
+             "release), "
+             + (f"each starting a view at most every {pace:g} s (time to read an answer); "
+                if pace else "back to back; ")
+             + "one more collaborator presses Release on a view it already has "
              "(answered from the ledger's store, free) until they finish. Client wall clock, "
              "gzip accepted, a new connection per request.", "", HEAD,
              "|" + "---|" * HEAD.count(" | ") + "---|", *rows, "", header_markdown(), ""]
@@ -469,7 +478,7 @@ def write_section(path: Path, text: str) -> None:
 
 def run(glob: str, configs: list[str], *, sessions: int = 8, duration: float = 90.0,
         database: str | None = None, command: str = "python -m bench.bench_serving",
-        size: str = "1e7", both: bool = False) -> str:
+        size: str = "1e7", both: bool = False, pace: float = 0.0) -> str:
     """Measure every configuration in turn (on SQLite, then on ``database`` too when
     ``both``, else on ``database`` or SQLite); the markdown section of the results."""
     schema = read_schema_file(SAMPLE_SCHEMA)
@@ -480,12 +489,13 @@ def run(glob: str, configs: list[str], *, sessions: int = 8, duration: float = 9
         setting = Setting.parse(text)
         for db in ledgers:
             row, note = report(setting, measure(glob, schema, setting, sessions=sessions,
-                                                duration=duration, database=db), db)
+                                                duration=duration, database=db, pace=pace),
+                               db)
             rows += row
             notes += note
             print(*row, *note, sep="\n", flush=True)
     return section(command, glob, rows + ([""] + notes if notes else []), sessions, duration,
-                   size)
+                   size, pace)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -496,6 +506,9 @@ def main(argv: list[str] | None = None) -> int:
                              "(docs/deploy/gunicorn.conf.py)")
     parser.add_argument("--sessions", type=int, default=8)
     parser.add_argument("--duration", type=float, default=90.0)
+    parser.add_argument("--pace", type=float, default=0.0,
+                        help="least seconds between two views of one session (0: back to "
+                             "back, the default)")
     parser.add_argument("--database-url", default=None,
                         help="a PostgreSQL server URL for the ledger and sessions (a fresh "
                              "database per run, dropped after); default SQLite")
@@ -515,7 +528,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     text = run(glob, args.config or ["4:16"],
                sessions=args.sessions, duration=args.duration, database=args.database_url,
-               command=command.strip(), size=args.rows, both=args.both_ledgers)
+               command=command.strip(), size=args.rows, both=args.both_ledgers,
+               pace=args.pace)
     print(text)
     if args.out:
         write_section(args.out, text)

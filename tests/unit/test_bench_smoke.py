@@ -140,6 +140,10 @@ def test_serving_settings_and_sections(tmp_path):
     bs.write_section(out, bs.section("cmd", "/d/v/*.parquet", ["| c |"], 8, 45.0))
     text = out.read_text()
     assert "| a |" not in text and "| c |" in text and "| b |" in text
+    bs.write_section(out, bs.section("cmd", "/d/v/*.parquet", ["| p |"], 8, 45.0, "1e7", 4.0))
+    text = out.read_text()          # a paced run has a section of its own
+    assert text.count("## Cached answers under uncached load, one press per session every "
+                      "4 s") == 1 and "| c |" in text and "at most every 4 s" in text
 
 
 # ------------------------------------------------------------------ benchmarks check their data
