@@ -19,6 +19,7 @@ from sqlalchemy import Connection, Table
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
+from services import priority
 from services.database import SCHEMA_NAME, base_engine, insert_ignore, is_memory
 
 try:
@@ -71,8 +72,10 @@ class Database:
         # in-memory SQLite: one connection for all threads, so one transaction at a time
         guard = self._thread_lock if self._memory else nullcontext()
         lock = self._write_lock() if write else nullcontext()
-        with guard, lock, self.engine.connect().execution_options(ledger_write=write) as conn, \
-                conn.begin():
+        held = priority.ceiling() if write else nullcontext()   # a niced child holds the
+        with held, guard, lock, \
+                self.engine.connect().execution_options(ledger_write=write) as conn, \
+                conn.begin():                                   # lock at full priority
             yield conn
 
     def retrying(self, attempt: int, exc: OperationalError) -> bool:

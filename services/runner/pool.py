@@ -31,6 +31,7 @@ from dataclasses import replace
 from typing import Any
 
 from dp_engine.errors import DPError
+from services import priority
 from services.runner.base import JobCancelled, JobDied, Progress, Work, no_progress
 
 log = logging.getLogger(__name__)
@@ -74,8 +75,7 @@ def _child(conn, config: Any, build: Build, initializer: Callable[[Any], None] |
            parent: int) -> None:
     """A child's life: build its services, then run one piece of work after another."""
     _die_with_parent(parent)
-    with contextlib.suppress(OSError):
-        os.nice(NICE)
+    priority.lower(NICE)           # the ledger's write lock is held at the old priority
     try:
         services = build(config)
         if initializer is not None:
