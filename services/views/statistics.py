@@ -15,20 +15,12 @@ import numpy as np
 import pandas as pd
 
 from dp_engine.schema import NUMERIC_KINDS, ColumnKind, ColumnSpec, Schema
+from services.data.sources.labels import canonical_label as label
 
 if TYPE_CHECKING:
     from services.views.queries import ViewRequest
 
 ALL = "All patients"
-
-
-def label(value: object) -> str:
-    """One canonical text label for a category, whatever its storage type."""
-    if isinstance(value, bool | np.bool_):
-        return "Yes" if value else "No"
-    if isinstance(value, float | np.floating) and float(value).is_integer():
-        return str(int(value))
-    return str(value)
 
 
 def labels(column: pd.Series) -> np.ndarray:
