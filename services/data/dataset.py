@@ -54,12 +54,6 @@ class Dataset:
         table = self.table
         return self.load_report.rows if isinstance(table, LazySample) else len(table)
 
-    @property
-    def schema_version(self) -> str:
-        """Hash of the schema: answers computed under other bounds must not be reused."""
-        text = json.dumps(self.schema.to_dict(), sort_keys=True, default=str)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
-
 
 @dataclass
 class Entry:
