@@ -209,11 +209,12 @@ def _parquet_schema(folder: Path) -> Schema | None:
         return None
 
 
-def stored_counts(folder: Path, names: list[str] | tuple[str, ...]) -> tuple[int, dict[str, int]]:
+def stored_counts(folder: Path, names: list[str] | tuple[str, ...],
+                  pattern: str = "*.parquet") -> tuple[int, dict[str, int]]:
     """(rows, values present per column) of the Parquet parts in ``folder``, read back."""
     con = duckdb.connect(config={"threads": 2})
     try:
-        rel = con.read_parquet(str(Path(folder) / "*.parquet"))
+        rel = con.read_parquet(str(Path(folder) / pattern))
         cols = [f'count("{n.replace(chr(34), chr(34) * 2)}")' for n in names]
         got = rel.aggregate(", ".join(["count(*)", *cols])).fetchall()[0]
     finally:
@@ -270,14 +271,12 @@ def read_meta(folder: Path) -> LoadReport:
 
 def frame_to_parquet(frame: pd.DataFrame, out: Path) -> Path:
     """Write a normalized frame as one Parquet file (tests, benchmarks, small copies)."""
+    out = Path(out)
     con = duckdb.connect()
     try:
-        _write_part(con, frame.copy(), Path(out), None)
-        got = con.read_parquet(str(out)).aggregate(
-            ", ".join(["count(*)", *(f'count("{n}")' for n in frame.columns)])).fetchall()[0]
+        _write_part(con, frame.copy(), out, None)
     finally:
         con.close()
-    assert got is not None
-    check_counts(present_counts(frame), dict(zip(map(str, frame.columns), got[1:], strict=True)),
-                 len(frame), int(got[0]), Path(out).name)
-    return Path(out)
+    rows, held = stored_counts(out.parent, [str(c) for c in frame.columns], out.name)
+    check_counts(present_counts(frame), held, len(frame), rows, out.name)
+    return out
