@@ -116,11 +116,8 @@ class DataReview:
 
     def repeated(self) -> RowsPerPatient | None:
         """The first candidate patient column whose ids repeat, if any."""
-        for name in self.candidates:
-            stats = self.patients.get(name)
-            if stats is not None and stats.repeated:
-                return stats
-        return None
+        return next((stats for name in self.candidates
+                     if (stats := self.patients.get(name)) is not None and stats.repeated), None)
 
     def proposed_bound(self, column: str | None) -> int:
         """k proposed from the data for ``column`` (1 without a column or statistics)."""
@@ -179,4 +176,3 @@ def readable(x: float | int | None) -> str:
 
 
 _num = readable
-
