@@ -27,7 +27,7 @@ import pandas as pd
 from dp_engine.schema import ColumnKind, Schema
 from services.data.csv_loader import HEAD_BYTES, dataset_slug, read_table
 from services.data.errors import DatasetError
-from services.data.integrity import check_counts, present_counts
+from services.data.integrity import check_counts
 from services.data.load_report import LoadReport
 from services.data.normalization import apply_schema
 from services.data.schema_inference import propose_schema
@@ -268,15 +268,3 @@ def read_meta(folder: Path) -> LoadReport:
     known = {f.name for f in fields(LoadReport)}
     return LoadReport(**{k: v for k, v in data.items() if k in known})
 
-
-def frame_to_parquet(frame: pd.DataFrame, out: Path) -> Path:
-    """Write a normalized frame as one Parquet file (tests, benchmarks, small copies)."""
-    out = Path(out)
-    con = duckdb.connect()
-    try:
-        _write_part(con, frame.copy(), out, None)
-    finally:
-        con.close()
-    rows, held = stored_counts(out.parent, [str(c) for c in frame.columns], out.name)
-    check_counts(present_counts(frame), held, len(frame), rows, out.name)
-    return out
