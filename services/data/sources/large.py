@@ -58,6 +58,7 @@ class LargeDataset:
     source: DataSource
     sample: LazySample = field(repr=False)   # read on first use, never here
     problem: str | None = None               # a newer version was refused; this one kept
+    precomputed: Precomputed = Precomputed()  # compact tables built (or found) at load
 
 
 def cached_version(path: Path, cache_dir: Path) -> str:
@@ -101,9 +102,9 @@ def open_large_csv(path: Path, store: Path, dataset_id: str, schema: Schema | No
                        "shown.")
     source = DuckDBSource(done.glob, settings or DuckDBSettings(),
                           precompute_dir=done.parquet / "precomputed")
-    precompute_views(source, done.schema)   # the views' compact tables, built (or found) now
     return LargeDataset(done.version, done.schema, done.report, source,
-                        LazySample(source, done.schema.names, cap=ROW_CAP), problem)
+                        LazySample(source, done.schema.names, cap=ROW_CAP), problem,
+                        precompute_views(source, done.schema))
 
 
 def view_column_sets(schema: Schema) -> list[tuple[str, ...]]:
