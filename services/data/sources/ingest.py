@@ -131,31 +131,28 @@ def ingest_csv(path: Path, dest: Path, *, schema: Schema | None = None,
     tmp.mkdir(parents=True)
     tally: dict[str, dict[str, int]] = {}  # every per-column count of the load report
     rows, notes, types = 0, list(head.warnings), None
-    con = duckdb.connect(config={"memory_limit": "1GB", "threads": 2})
     try:
-        with path.open("rb") as raw:
-            reader = HashingReader(raw)
-            for i, chunk in enumerate(_chunks(path, reader, head.delimiter, head.encoding,
-                                              schema)):
-                if schema is None:
-                    schema = propose_schema(chunk, dataset_id or dataset_slug(path.name))
-                frame, schema, report = apply_schema(chunk, schema, filename=path.name)
-                types = _write_part(con, frame, tmp / f"part-{i:05d}.parquet", types)
-                rows += report.rows
-                for key, counts in vars(report).items():
-                    if isinstance(counts, dict):
-                        _merge(tally.setdefault(key, {}), counts)
-                notes.extend(w for w in report.warnings if w not in notes)
-            version = reader.finish()
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    finally:
-        con.close()
-    if schema is None or rows == 0:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise DatasetError(f"'{path.name}' has a header row but no data rows.")
-    try:   # the report counts what the store holds, and only if it is what was parsed
+        con = duckdb.connect(config={"memory_limit": "1GB", "threads": 2})
+        try:
+            with path.open("rb") as raw:
+                reader = HashingReader(raw)
+                for i, chunk in enumerate(_chunks(path, reader, head.delimiter, head.encoding,
+                                                  schema)):
+                    if schema is None:
+                        schema = propose_schema(chunk, dataset_id or dataset_slug(path.name))
+                    frame, schema, report = apply_schema(chunk, schema, filename=path.name)
+                    types = _write_part(con, frame, tmp / f"part-{i:05d}.parquet", types)
+                    rows += report.rows
+                    for key, counts in vars(report).items():
+                        if isinstance(counts, dict):
+                            _merge(tally.setdefault(key, {}), counts)
+                    notes.extend(w for w in report.warnings if w not in notes)
+                version = reader.finish()
+        finally:
+            con.close()
+        if schema is None or rows == 0:
+            raise DatasetError(f"'{path.name}' has a header row but no data rows.")
+        # the report counts what the store holds, and only if it is what was parsed
         stored_rows, held = stored_counts(tmp, schema.names)
         check_counts(tally.get("present", {}), held, rows, stored_rows, path.name)
     except BaseException:
