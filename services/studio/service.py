@@ -167,8 +167,7 @@ class StudioService:
         _record_owner(identity)
         ds = self.registry.get(str(dataset_id))
         choices = tuple(choices)
-        problems = check_choices(ds.schema, choices) or check_data(ds.frame, choices)
-        if problems:
+        if problems := check_choices(ds.schema, choices) or check_data(ds.frame, choices):
             raise ColumnProblemsError(problems)
         run_id = uuid.uuid4().hex[:12]
         key = ReleaseKey(ds.id, ds.version,
@@ -209,8 +208,7 @@ class StudioService:
                   tolerances: Tolerances, budget: float, *, factor: float = 2.0,
                   progress: Progress | None = None) -> tuple[TuneResult, list[StudioRun]]:
         """The iterative query: every try is a charged run; returns the trail and the runs."""
-        problems = self.problems(identity, dataset_id, choices)
-        if problems:
+        if problems := self.problems(identity, dataset_id, choices):
             raise ColumnProblemsError(problems)
         runs: list[StudioRun] = []
 
@@ -237,8 +235,7 @@ class StudioService:
         """Check a per-record run (or auto-tune, ``tune`` = (tolerances, budget)) and queue
         it; returns the job's token. Refusals and bad input raise here: nothing charged."""
         _record_owner(identity)
-        problems = self.problems(identity, dataset_id, choices)
-        if problems:
+        if problems := self.problems(identity, dataset_id, choices):
             raise ColumnProblemsError(problems)
         return self.jobs.submit(self.store, identity.user, "record", record_job, identity,
                                 dataset_id, tuple(choices), target, tune,

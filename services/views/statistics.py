@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from dp_engine.schema import NUMERIC_KINDS, ColumnKind, ColumnSpec, Schema
+from dp_engine.schema import ColumnSpec, Schema
 from services.data.sources.labels import canonical_label as label
+from services.data.sources.query import categorical_histogram
 
 if TYPE_CHECKING:
     from services.views.queries import ViewRequest
@@ -28,12 +29,6 @@ def labels(column: pd.Series) -> np.ndarray:
     codes, uniques = pd.factorize(column, use_na_sentinel=True)
     names = np.asarray([label(u) for u in uniques] + [""], dtype=object)
     return names[codes]          # code -1 (missing) -> "", already dropped by the caller
-
-
-def categorical_histogram(spec: ColumnSpec) -> bool:
-    return spec.kind not in NUMERIC_KINDS or (
-        spec.kind is ColumnKind.ORDINAL and spec.categories is not None
-    )
 
 
 def histogram_bins(spec: ColumnSpec) -> tuple[np.ndarray | list[str], list[str]]:
