@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -99,15 +99,12 @@ def patient_stats(frame: pd.DataFrame, names: Iterable[str]) -> dict[str, RowsPe
     return {n: rows_per_patient(n, frame[n]) for n in names if n in frame.columns}
 
 
-def best_repeated(stats: dict[str, RowsPerPatient], order: list[str],
+def best_repeated(stats: Mapping[str, RowsPerPatient], order: Iterable[str],
                   min_patients: int = 1) -> RowsPerPatient | None:
     """The first candidate (in ``order``) whose ids repeat: rows there are not patients.
 
     A candidate with fewer than ``min_patients`` distinct values (a handful: a type or a
     group, not a person) is never proposed.
     """
-    for name in order:
-        s = stats.get(name)
-        if s is not None and s.repeated and s.patients >= min_patients:
-            return s
-    return None
+    return next((s for name in order if (s := stats.get(name)) is not None and s.repeated
+                 and s.patients >= min_patients), None)

@@ -16,7 +16,7 @@ import pandas as pd
 
 from dp_engine.schema import Schema
 from services.data.limits import PATIENT_ROWS_PERCENTILE
-from services.data.patients import RowsPerPatient, propose_bound, rows_per_patient
+from services.data.patients import RowsPerPatient, best_repeated, propose_bound, rows_per_patient
 
 
 @dataclass(frozen=True)
@@ -116,8 +116,7 @@ class DataReview:
 
     def repeated(self) -> RowsPerPatient | None:
         """The first candidate patient column whose ids repeat, if any."""
-        return next((stats for name in self.candidates
-                     if (stats := self.patients.get(name)) is not None and stats.repeated), None)
+        return best_repeated(self.patients, self.candidates)
 
     def proposed_bound(self, column: str | None) -> int:
         """k proposed from the data for ``column`` (1 without a column or statistics)."""
