@@ -76,7 +76,6 @@ def cached_version(path: Path, cache_dir: Path) -> str:
             return str(known[key])
         with path.open("rb") as fh:
             known[key] = hashlib.file_digest(fh, "sha256").hexdigest()[:16]
-        cache_dir.mkdir(parents=True, exist_ok=True)
         write_json(cache, known)
         return str(known[key])
 
