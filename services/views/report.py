@@ -58,15 +58,11 @@ def finite_number(v: Any) -> float | None:
 
 def cells(answer: Mapping[str, Any]) -> list[dict[str, Any]]:
     """One record per (group, cell): the DP value and its 95 % interval (None: withheld)."""
-    out = []
     groups, names = list(answer.get("groups", [])), list(answer.get("cells", []))
-    grids = [answer.get(k, []) for k in ("values", "ci_low", "ci_high")]
-    for g, group in enumerate(groups):
-        for c, cell in enumerate(names):
-            v, lo, hi = (_at(grid, g, c) for grid in grids)
-            out.append({"group": group, "cell": cell, "value": v, "ci95_low": lo,
-                        "ci95_high": hi})
-    return out
+    grids = {k: answer.get(grid, []) for k, grid in
+             (("value", "values"), ("ci95_low", "ci_low"), ("ci95_high", "ci_high"))}
+    return [{"group": group, "cell": cell, **{k: _at(grid, g, c) for k, grid in grids.items()}}
+            for g, group in enumerate(groups) for c, cell in enumerate(names)]
 
 
 def _at(grid: Any, g: int, c: int) -> float | None:
