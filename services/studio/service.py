@@ -178,8 +178,7 @@ class StudioService:
         def compute(_eps, rng: np.random.Generator) -> Release:
             tell(lo, f"{stage}making the per-record copy…" if stage
                  else "Making the per-record copy…")
-            copy = per_record_copy(ds.frame, ds.schema, choices, rng=rng)
-            held["copy"] = copy
+            held["copy"] = copy = per_record_copy(ds.frame, ds.schema, choices, rng=rng)
             return Release(statistic="studio per-record copy", value=[],
                            epsilon=copy.record_epsilon, mechanism=MECHANISM,
                            sensitivity={r["column"]: r["sensitivity"]
