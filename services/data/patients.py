@@ -7,6 +7,7 @@ bound k on rows per patient (a high percentile, flagged as read off the data).
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -51,12 +52,10 @@ class RowsPerPatient:
 
     def percentile(self, q: float) -> int:
         """The smallest r such that at least q % of patients have at most r rows."""
-        need, seen = q / 100.0 * self.patients, 0
-        for r, n in self.histogram:
-            seen += n
-            if seen >= need - 1e-9:
-                return r
-        return self.max_rows
+        need = q / 100.0 * self.patients
+        seen = itertools.accumulate(n for _, n in self.histogram)
+        return next((r for (r, _), s in zip(self.histogram, seen, strict=True)
+                     if s >= need - 1e-9), self.max_rows)
 
     def rows_beyond(self, k: int) -> int:
         """Rows left out when at most k rows of each patient are used."""

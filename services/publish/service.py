@@ -13,6 +13,7 @@ every page."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -119,12 +120,7 @@ class PageQuote:
         if self.remaining is None:
             return 0
         costs = sorted(q.cost for q in self.figures if not q.cached and q.cost > 0)
-        spent, fit = 0.0, 0
-        for cost in costs:
-            if spent + cost > self.remaining + 1e-12:
-                break
-            spent += cost
-            fit += 1
+        fit = sum(spent <= self.remaining + 1e-12 for spent in itertools.accumulate(costs))
         return len(costs) - fit
 
     @property
