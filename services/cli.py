@@ -212,10 +212,7 @@ def _serve(env: Mapping[str, str], host: str | None, port: int | None) -> None:
 
 
 def _environment(env_file: Path | None) -> dict[str, str]:
-    env = dict(os.environ)
-    if env_file is not None:
-        env.update(read_env_file(env_file))
-    return env
+    return {**os.environ, **(read_env_file(env_file) if env_file is not None else {})}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -48,18 +48,6 @@ class ConfigError(ValueError):
         super().__init__(f"{variable}: {problem}")
 
 
-def _tristate(text: str) -> bool | None:
-    """'1'/'true' -> True, '0'/'false' -> False, 'auto' or '' -> None (decided per request)."""
-    value = text.strip().lower()
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    if value in ("", "auto"):
-        return None
-    raise ValueError(f"Expected 1, 0 or auto, got {text!r}.")
-
-
 class _Env:
     """Typed reads of one environment; each failure names its variable and the fix."""
 
@@ -247,13 +235,11 @@ class AppConfig:
                                             "characters; generate one with python3 -c 'import "
                                             "secrets; print(secrets.token_hex(32))'.")
         renewal = e.number("COHORT_BUDGET_RENEWAL_DAYS", 0, whole=True, minimum=1, example="30")
-        cookie = e.text("COHORT_COOKIE_SECURE") or "auto"
-        try:
-            cookie_secure = _tristate(cookie)
-        except ValueError:
-            raise ConfigError("COHORT_COOKIE_SECURE",
-                              f"{cookie!r} is not 1, 0 or auto; set COHORT_COOKIE_SECURE=1 "
-                              "behind HTTPS.") from None
+        cookie = e.text("COHORT_COOKIE_SECURE") or "auto"   # auto: decided per request
+        if cookie.lower() not in _TRUE | _FALSE | {"auto"}:
+            raise ConfigError("COHORT_COOKIE_SECURE", f"{cookie!r} is not 1, 0 or auto; set "
+                                                      "COHORT_COOKIE_SECURE=1 behind HTTPS.")
+        cookie_secure = None if cookie.lower() == "auto" else cookie.lower() in _TRUE
         samesite = e.choice("COHORT_COOKIE_SAMESITE", "Lax", SAMESITE)
         if samesite == "None" and cookie_secure is not True:
             raise ConfigError("COHORT_COOKIE_SAMESITE", "None needs COHORT_COOKIE_SECURE=1 "

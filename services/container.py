@@ -1,7 +1,7 @@
-"""Wiring: the typed ``Services`` seam callbacks receive, and the app's concrete services.
+"""Wiring: the typed ``Services`` seam callbacks receive, built from the app's services.
 
-Callbacks and layouts depend on the ``Services`` protocol only (what they may ask), so a page
-can be tested with a stand-in holding just what it uses, and a service can change behind it.
+Callbacks and layouts use ``Services`` fields only (what they may ask), so a page can be
+tested with a stand-in holding just what it uses, and a service can change behind it.
 """
 
 from __future__ import annotations
@@ -30,22 +30,9 @@ class IdentitySource(Protocol):
     def current(self) -> Identity: ...
 
 
-class Services(Protocol):
-    """What a page's callbacks may use: datasets, the ledger, Explore answers, identity."""
-
-    config: AppConfig
-    registry: DatasetRegistry
-    ledger: Ledger
-    releases: ReleaseService
-    identity: IdentitySource
-    publish: PublishService
-    studio: StudioService
-    runner: Runner
-
-
 @dataclass
-class AppServices:
-    """The services of one app (satisfies ``Services``)."""
+class Services:
+    """What a page's callbacks may use: datasets, the ledger, Explore answers, identity."""
 
     config: AppConfig
     registry: DatasetRegistry
@@ -73,7 +60,7 @@ class _NoSession:
                            "identity.")
 
 
-def runner_services(config: AppConfig) -> AppServices:
+def runner_services(config: AppConfig) -> Services:
     """A runner child's services: the same configuration, no session (module-level, so a
     spawned child can build them)."""
     return build_services(config, identity=_NoSession())
@@ -91,7 +78,7 @@ def make_runner(config: AppConfig) -> Runner:
 
 def build_services(config: AppConfig, *, identity: IdentitySource,
                    user_role: Callable[[str], Role | None] = lambda _name: None,
-                   seed: int | None = None) -> AppServices:
+                   seed: int | None = None) -> Services:
     """The services of one app. ``identity``: who is asking (the web layer reads it from the
     server session); ``user_role``: a configured user's role (a page's named audience);
     ``seed`` makes noise reproducible (tests only)."""
@@ -108,7 +95,6 @@ def build_services(config: AppConfig, *, identity: IdentitySource,
                              user_role=user_role)
     studio = StudioService(registry, ledger, rng_factory=new_rng_factory(seed),
                            runs_dir=config.data_dir / "studio-runs", jobs=Jobs(runner))
-    services = AppServices(config, registry, ledger, releases, identity, publish, studio,
-                           runner)
+    services = Services(config, registry, ledger, releases, identity, publish, studio, runner)
     runner.bind(services)
     return services

@@ -33,13 +33,11 @@ def cell(value: Any) -> str:
     if isinstance(value, numbers.Real):
         return repr(float(value)) if math.isfinite(float(value)) else ""
     text = str(value)
-    if text.startswith(DANGEROUS) and not _NUMBER.match(text):
-        return "'" + text
-    return text
+    return text if is_safe(text) else "'" + text
 
 
 def is_safe(text: str) -> bool:
-    """True when a written cell cannot start a formula (the tests' check)."""
+    """True when a written cell cannot start a formula (a plain number may start with -)."""
     return not text.startswith(DANGEROUS) or bool(_NUMBER.match(text))
 
 
@@ -48,8 +46,7 @@ def rows_csv(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow([cell(h) for h in header])
-    for row in rows:
-        writer.writerow([cell(v) for v in row])
+    writer.writerows([cell(v) for v in row] for row in rows)
     return out.getvalue()
 
 

@@ -52,16 +52,18 @@ class RawTable:
     warnings: tuple[str, ...]
 
 
-def mb(n: int) -> str:
-    return f"{n / 1_000_000:.1f} MB"
+def check_size(content: bytes, filename: str, max_bytes: int) -> None:
+    """Refuse a file above the upload limit."""
+    if len(content) > max_bytes:
+        size, limit = (f"{n / 1_000_000:.1f} MB" for n in (len(content), max_bytes))
+        raise DatasetError(
+            f"'{filename}' is {size}, above the upload limit of {limit}. "
+            "Export fewer rows or columns, or ask the administrator to raise the limit."
+        )
 
 
 def _check_size_and_kind(content: bytes, filename: str, max_bytes: int) -> bytes:
-    if len(content) > max_bytes:
-        raise DatasetError(
-            f"'{filename}' is {mb(len(content))}, above the upload limit of {mb(max_bytes)}. "
-            "Export fewer rows or columns, or ask the administrator to raise the limit."
-        )
+    check_size(content, filename, max_bytes)
     if not content or content.isspace():
         raise DatasetError(f"'{filename}' is empty. Export the table again with its rows.")
     for magic, what in _MAGIC:

@@ -54,12 +54,6 @@ class Dataset:
         table = self.table
         return self.load_report.rows if isinstance(table, LazySample) else len(table)
 
-    @property
-    def schema_version(self) -> str:
-        """Hash of the schema: answers computed under other bounds must not be reused."""
-        text = json.dumps(self.schema.to_dict(), sort_keys=True, default=str)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
-
 
 @dataclass
 class Entry:
@@ -71,7 +65,8 @@ class Entry:
 
 
 def write_json(path: Path, data: dict) -> None:
-    """Write ``data`` atomically (another worker never reads half a file)."""
+    """Write ``data`` atomically (temp file + rename: another worker never reads half a file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     os.replace(tmp, path)

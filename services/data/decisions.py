@@ -138,12 +138,9 @@ def checklist(schema: Schema, review: DataReview | None) -> list[Decision]:
 def patient_decision(schema: Schema, review: DataReview | None) -> Decision:
     """Who is a patient, and k (flagged when it was read off the data)."""
     col, k = schema.patient_column, schema.max_rows_per_patient
-    if col is None:
-        title = "Each row is one patient"
-        public = "one row per patient"
-    else:
-        title = f"Rows per patient: at most {k} of each patient's rows are used"
-        public = f"'{col}' identifies a patient; k = {k}"
+    title, public = (("Each row is one patient", "one row per patient") if col is None else
+                     (f"Rows per patient: at most {k} of each patient's rows are used",
+                      f"'{col}' identifies a patient; k = {k}"))
     lines = review.unit_lines(schema) if review is not None else []
     entry = Entry(col or "", public, " ".join(lines))
     return Decision(PATIENT, title, (entry,), schema.patient_bound_derived, schema.dataset)

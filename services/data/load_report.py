@@ -34,15 +34,12 @@ class LoadReport:
             self.delimiter, repr(self.delimiter)
         )
         out = [f"{self.rows} rows, {self.columns} columns ({delim}-separated, {self.encoding})."]
-        for col, n in self.dropped.items():
-            out.append(f"{col}: {n} unreadable value(s) treated as missing.")
-        for col, n in self.clamped.items():
-            out.append(f"{col}: {n} value(s) outside the bounds moved onto the nearest bound.")
-        for col, n in self.open_ended.items():
-            out.append(f"{col}: {n} open-ended value(s) such as '>3' read at their limit.")
-        for col, n in self.coded.items():
-            out.append(f"{col}: {n} missing-value code(s) read as missing.")
-        for col, n in self.other.items():
-            out.append(f"{col}: {n} value(s) outside the category list read as the catch-all.")
+        for counts, what in (
+                (self.dropped, "unreadable value(s) treated as missing."),
+                (self.clamped, "value(s) outside the bounds moved onto the nearest bound."),
+                (self.open_ended, "open-ended value(s) such as '>3' read at their limit."),
+                (self.coded, "missing-value code(s) read as missing."),
+                (self.other, "value(s) outside the category list read as the catch-all.")):
+            out.extend(f"{col}: {n} {what}" for col, n in counts.items())
         out.extend(self.warnings)
         return out

@@ -7,9 +7,10 @@ bound k on rows per patient (a high percentile, flagged as read off the data).
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,12 +52,10 @@ class RowsPerPatient:
 
     def percentile(self, q: float) -> int:
         """The smallest r such that at least q % of patients have at most r rows."""
-        need, seen = q / 100.0 * self.patients, 0
-        for r, n in self.histogram:
-            seen += n
-            if seen >= need - 1e-9:
-                return r
-        return self.max_rows
+        need = q / 100.0 * self.patients
+        seen = itertools.accumulate(n for _, n in self.histogram)
+        return next((r for (r, _), s in zip(self.histogram, seen, strict=True)
+                     if s >= need - 1e-9), self.max_rows)
 
     def rows_beyond(self, k: int) -> int:
         """Rows left out when at most k rows of each patient are used."""
@@ -99,15 +98,12 @@ def patient_stats(frame: pd.DataFrame, names: Iterable[str]) -> dict[str, RowsPe
     return {n: rows_per_patient(n, frame[n]) for n in names if n in frame.columns}
 
 
-def best_repeated(stats: dict[str, RowsPerPatient], order: list[str],
+def best_repeated(stats: Mapping[str, RowsPerPatient], order: Iterable[str],
                   min_patients: int = 1) -> RowsPerPatient | None:
     """The first candidate (in ``order``) whose ids repeat: rows there are not patients.
 
     A candidate with fewer than ``min_patients`` distinct values (a handful: a type or a
     group, not a person) is never proposed.
     """
-    for name in order:
-        s = stats.get(name)
-        if s is not None and s.repeated and s.patients >= min_patients:
-            return s
-    return None
+    return next((s for name in order if (s := stats.get(name)) is not None and s.repeated
+                 and s.patients >= min_patients), None)

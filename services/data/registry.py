@@ -183,10 +183,7 @@ class DatasetRegistry(LargeDatasets):
         return self._schemas / f"{dataset_id}.{version}.schema.json"
 
     def _mtime(self, dataset_id: str, version: str) -> float | None:
-        try:
-            return self._schema_path(dataset_id, version).stat().st_mtime
-        except OSError:
-            return None
+        return _mtime_of(self._schema_path(dataset_id, version))
 
     def _store_schema(self, entry: Entry, ds: Dataset) -> None:
         write_schema_file(self._schema_path(ds.id, ds.version), ds.schema)
@@ -264,7 +261,8 @@ class DatasetRegistry(LargeDatasets):
             if not self._uploads.is_dir():
                 return
             known = {e.dataset.version for e in self._entries.values()}
-            for meta_path in sorted(self._uploads.glob("*.json"), key=_mtime_or_zero):
+            uploads = sorted(self._uploads.glob("*.json"), key=lambda p: _mtime_of(p) or 0.0)
+            for meta_path in uploads:
                 if meta_path.stem not in known:
                     self._load_stored_upload(meta_path)
 
@@ -285,11 +283,11 @@ class DatasetRegistry(LargeDatasets):
         self._entries[ds.id] = Entry(ds, raw_path, self._mtime(ds.id, version))
 
 
-def _mtime_or_zero(path: Path) -> float:
+def _mtime_of(path: Path) -> float | None:
     try:
         return path.stat().st_mtime
     except OSError:
-        return 0.0
+        return None
 
 
 def _read_parquet(path: Path) -> pd.DataFrame:

@@ -16,7 +16,7 @@ import pandas as pd
 
 from dp_engine.schema import Schema
 from services.data.limits import PATIENT_ROWS_PERCENTILE
-from services.data.patients import RowsPerPatient, propose_bound, rows_per_patient
+from services.data.patients import RowsPerPatient, best_repeated, propose_bound, rows_per_patient
 
 
 @dataclass(frozen=True)
@@ -116,11 +116,7 @@ class DataReview:
 
     def repeated(self) -> RowsPerPatient | None:
         """The first candidate patient column whose ids repeat, if any."""
-        for name in self.candidates:
-            stats = self.patients.get(name)
-            if stats is not None and stats.repeated:
-                return stats
-        return None
+        return best_repeated(self.patients, self.candidates)
 
     def proposed_bound(self, column: str | None) -> int:
         """k proposed from the data for ``column`` (1 without a column or statistics)."""
@@ -179,4 +175,3 @@ def readable(x: float | int | None) -> str:
 
 
 _num = readable
-

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from dp_engine.errors import SchemaError
 from dp_engine.schema import Schema
+from services.data.dataset import write_json
 
 
 def read_schema_file(path: str | os.PathLike[str]) -> Schema:
@@ -23,10 +24,5 @@ def read_schema_file(path: str | os.PathLike[str]) -> Schema:
 
 
 def write_schema_file(path: str | os.PathLike[str], schema: Schema) -> None:
-    """Write atomically (temp file + rename) so a reader never sees half a schema."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(schema.to_dict(), indent=2, ensure_ascii=False) + "\n"
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    """Write atomically (``write_json``) so a reader never sees half a schema."""
+    write_json(Path(path), schema.to_dict())

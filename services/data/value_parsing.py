@@ -18,7 +18,6 @@ import pandas as pd
 
 TRUE_TOKENS = frozenset({"true", "t", "yes", "y", "1", "1.0", "ja", "j", "wahr", "x"})
 FALSE_TOKENS = frozenset({"false", "f", "no", "n", "0", "0.0", "nein", "falsch"})
-BOOL_TOKENS = TRUE_TOKENS | FALSE_TOKENS
 
 # Cells read as missing besides pandas' defaults ("", "NA", "n/a", "N/A", "NaN", "null", ...).
 EXTRA_NA = ("-", "--", "?", "n.a.", "N.A.", "na", "missing", ".", "NA_NA", "na_na")

@@ -28,9 +28,7 @@ def is_owner(identity: _Identity) -> bool:
 def may_open(identity: _Identity, lowest: Role) -> bool:
     """May ``identity`` open a page whose lowest role is ``lowest``? Owner pages need the
     authenticated owner (``is_owner``); the others any role at least as high."""
-    if lowest is Role.OWNER:
-        return is_owner(identity)
-    return identity.role.rank >= lowest.rank
+    return is_owner(identity) if lowest is Role.OWNER else identity.role.rank >= lowest.rank
 
 
 def may_query(identity: _Identity, dataset: Any) -> bool:

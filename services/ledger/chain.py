@@ -36,11 +36,8 @@ def group_eps(value: Any) -> tuple[float, ...]:
     if value is None:
         return ()
     items = list(value) if isinstance(value, list | tuple) else [value]
-    out = []
-    for v in items:
-        f = math.nan if v is None else float(v)
-        out.append(f if math.isfinite(f) and f > 0 else 0.0)
-    return tuple(out)
+    floats = (math.nan if v is None else float(v) for v in items)
+    return tuple(f if math.isfinite(f) and f > 0 else 0.0 for f in floats)
 
 
 def eps_json(value: Any) -> str:

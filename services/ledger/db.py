@@ -54,7 +54,6 @@ class Database:
         self.schema = schema
         self._lock_path: str | None = None
         self._thread_lock = threading.RLock()
-        self._memory = False
         self._memory = is_memory(parsed)
         base = base_engine(parsed, write_option="ledger_write")
         if self.dialect == "sqlite" and not self._memory and fcntl is not None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Table, bindparam, func, insert, or_, select, update
+from sqlalchemy import Table, bindparam, func, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
@@ -26,7 +26,6 @@ class Statements:
     served: Any          # the paying role's stored copy (p_version, p_query_key, p_tier)
     spend: Any           # role spend, user spend, dataset loss (p_role, p_dataset_id, p_user)
     user_spent: Any      # one user's DP charges since p_since
-    snapshot: Any        # tiers of p_query_key and internal releases p_internal (expanding)
     tier_payload: Any    # one stored tier's payload
     lock_dataset: Any    # upsert that locks and returns the dataset row
     lock_budget: Any     # upsert that locks and returns the (role, dataset) budget row
@@ -80,10 +79,6 @@ def statements(dialect: str) -> Statements:
             r.dataset_id == bindparam("p_dataset_id"), r.role == bindparam("p_role"),
             r.user_name == bindparam("p_user"), r.dp.is_(True),
             r.created_at >= bindparam("p_since", type_=r.created_at.type)),
-        snapshot=select(t.query_key, t.tier, t.payload_json).where(
-            t.dataset_version == bindparam("p_version"),
-            or_(t.query_key == bindparam("p_query_key"),
-                t.query_key.in_(bindparam("p_internal", expanding=True)) & (t.tier == 0))),
         tier_payload=select(t.payload_json).where(
             t.dataset_version == bindparam("p_version"), t.query_key == bindparam("p_query_key"),
             t.tier == bindparam("p_tier")),

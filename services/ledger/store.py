@@ -344,15 +344,15 @@ class Ledger:
 
     def users(self) -> list[str]:
         """Every user with at least one release (for the ledger page's filter)."""
-        with self.db.tx(write=False) as conn:
-            return list(conn.execute(select(_RELEASES.c.user_name).distinct()
-                                     .order_by(_RELEASES.c.user_name)).scalars())
+        return self._distinct(_RELEASES.c.user_name)
 
     def dataset_ids(self) -> list[str]:
         """Every dataset with at least one release."""
+        return self._distinct(_RELEASES.c.dataset_id)
+
+    def _distinct(self, column) -> list[str]:
         with self.db.tx(write=False) as conn:
-            return list(conn.execute(select(_RELEASES.c.dataset_id).distinct()
-                                     .order_by(_RELEASES.c.dataset_id)).scalars())
+            return list(conn.execute(select(column).distinct().order_by(column)).scalars())
 
     def totals(self) -> pd.DataFrame:
         """Per user and dataset: releases paid for, ε charged, dataset-level ε, paper-mode

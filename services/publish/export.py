@@ -6,25 +6,15 @@ goes through ``services.csv_safe`` so a caption or a category cannot run as a fo
 
 from __future__ import annotations
 
-import math
-
 from dp_engine.bands import NOISE_LABELS
 from services.csv_safe import rows_csv
 from services.publish.methods import WITHHELD_WHY
-from services.views.report import cells, query_words
+from services.views.report import cells, finite_number, query_words
 
 PAGE_CSV_HEADER = ["page", "figure", "caption", "dataset", "dataset_version", "query", "group",
                    "cell", "value", "ci95_low", "ci95_high", "group_epsilon", "figure_epsilon",
                    "mechanism", "noise_tier", "differentially_private", "withheld",
                    "release_id"]
-
-
-def _finite(v) -> float | None:
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        return None
-    return x if math.isfinite(x) else None
 
 
 def page_csv(opened) -> str:
@@ -45,8 +35,8 @@ def page_csv(opened) -> str:
                 rel.dataset_version, query_words(stored), c["group"], c["cell"],
                 None if gone else c["value"], None if gone else c["ci95_low"],
                 None if gone else c["ci95_high"],
-                None if gone or g < 0 or g >= len(group_eps) else _finite(group_eps[g]),
-                _finite(ans.epsilon), ans.mechanism_label or rel.mechanism,
+                None if gone or g < 0 or g >= len(group_eps) else finite_number(group_eps[g]),
+                finite_number(ans.epsilon), ans.mechanism_label or rel.mechanism,
                 NOISE_LABELS.get(rel.tier, str(rel.tier)), "yes" if rel.dp else "no",
                 WITHHELD_WHY if gone else "", rel.id])
     return rows_csv(PAGE_CSV_HEADER, rows)

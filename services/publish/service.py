@@ -13,6 +13,7 @@ every page."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -119,12 +120,7 @@ class PageQuote:
         if self.remaining is None:
             return 0
         costs = sorted(q.cost for q in self.figures if not q.cached and q.cost > 0)
-        spent, fit = 0.0, 0
-        for cost in costs:
-            if spent + cost > self.remaining + 1e-12:
-                break
-            spent += cost
-            fit += 1
+        fit = sum(spent <= self.remaining + 1e-12 for spent in itertools.accumulate(costs))
         return len(costs) - fit
 
     @property
@@ -230,18 +226,14 @@ class PublishService:
         _owner(identity)
         ds = self.registry.get(dataset_id)
         found: dict[str, Candidate] = {}
-        for rel in self.ledger.releases(dataset_id=ds.id, limit=2000):
-            req = _request_of(rel)
-            if req is None or not rel.dp:
-                continue
-            key = request_key(req)
-            if key not in found and self._valid(ds, req):
-                found[key] = Candidate(key, _label(ds, req), req, True)
-        for p in PRESETS.values():
-            req = {"dataset": ds.id, "view": p.view, "x": p.x, "group": p.group}
-            key = request_key(req)
-            if key not in found and self._valid(ds, req):
-                found[key] = Candidate(key, _label(ds, req), req, False)
+        views = [(_request_of(rel), True)
+                 for rel in self.ledger.releases(dataset_id=ds.id, limit=2000) if rel.dp]
+        views += [({"dataset": ds.id, "view": p.view, "x": p.x, "group": p.group}, False)
+                  for p in PRESETS.values()]
+        for req, released in views:
+            key = request_key(req) if req is not None else None
+            if key is not None and key not in found and self._valid(ds, req):
+                found[key] = Candidate(key, _label(ds, req), req, released)
         return list(found.values())
 
     def quote(self, identity, draft: Draft) -> PageQuote:
@@ -322,8 +314,8 @@ class PublishService:
     def open(self, identity, slug: object, *, channel: str = CHANNEL) -> Opened | None:
         """The page for ``identity``: None (unknown or not theirs: one answer for both), or
         its state; when "ok", the stored answers, with one delivery logged per figure."""
-        page = self.store.get(slug) if isinstance(slug, str) and _SLUG.match(slug) else None
-        if page is None or not self.may_open(identity, page):
+        page = self._page(identity, slug)
+        if page is None:
             return None
         if page.withdrawn:
             return Opened(page, "withdrawn")
@@ -341,8 +333,13 @@ class PublishService:
     def title_for(self, identity, slug: object) -> str | None:
         """The title of the page at ``slug`` if ``identity`` may open it (else None, as for
         an unknown page); reads no figure and logs nothing."""
+        page = self._page(identity, slug)
+        return page.title if page is not None else None
+
+    def _page(self, identity, slug: object) -> Page | None:
+        """The page at ``slug`` if ``identity`` may open it (else None, as for an unknown one)."""
         page = self.store.get(slug) if isinstance(slug, str) and _SLUG.match(slug) else None
-        return page.title if page is not None and self.may_open(identity, page) else None
+        return page if page is not None and self.may_open(identity, page) else None
 
     def _public_size(self, dataset_id: str, version: str | None) -> int | None:
         """n̂ of a dataset version: its DP number of records, if released (public)."""
@@ -369,13 +366,8 @@ class PublishService:
         """The owner, or an authenticated member of the audience at the page's tier."""
         if not getattr(identity, "authenticated", False):
             return False
-        if access.is_owner(identity):
-            return True
-        if identity.role is not page.tier_role:
-            return False
-        if page.audience.kind == "user":
-            return identity.user == page.audience.name
-        return True
+        return access.is_owner(identity) or (identity.role is page.tier_role and (
+            page.audience.kind != "user" or identity.user == page.audience.name))
 
     # ---- internals ---------------------------------------------------------------------
     def _checked(self, draft: Draft):
@@ -420,10 +412,9 @@ class PublishService:
 
     def _valid(self, ds, req: dict) -> bool:
         try:
-            parse_request({**req, "mechanism": "sound"}, Role.OWNER, ds.schema)
+            return parse_request({**req, "mechanism": "sound"}, Role.OWNER, ds.schema) is not None
         except DPError:
             return False
-        return True
 
 
 def _owner(identity) -> None:

@@ -66,12 +66,8 @@ class ModelCheck:
 
 def binary_targets(schema: Schema, columns: Sequence[str]) -> list[str]:
     """Columns a logistic regression can predict: booleans and two-category columns."""
-    out = []
-    for name in columns:
-        spec = schema.column(name)
-        if spec.kind is ColumnKind.BOOLEAN or (spec.categories and len(spec.categories) == 2):
-            out.append(name)
-    return out
+    return [name for name, spec in zip(columns, map(schema.column, columns), strict=True)
+            if spec.kind is ColumnKind.BOOLEAN or (spec.categories and len(spec.categories) == 2)]
 
 
 def _target(series: pd.Series, schema: Schema, name: str) -> np.ndarray:

@@ -41,12 +41,8 @@ def _technique(label: str) -> str:
 def _techniques(choices: list[Mapping[str, Any]]) -> str:
     """The noise techniques used (not mask, drop or keep), in column order, the first few
     by name."""
-    names: list[str] = []
-    for c in choices:
-        if c.get("technique") in _NOISY:
-            name = _technique(str(c.get("technique_label") or c.get("technique")))
-            if name not in names:
-                names.append(name)
+    names = list(dict.fromkeys(_technique(str(c.get("technique_label") or c.get("technique")))
+                               for c in choices if c.get("technique") in _NOISY))
     if not names:
         return "no noise"
     more = len(names) - SHOWN_TECHNIQUES

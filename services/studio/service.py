@@ -134,19 +134,20 @@ class StudioService:
     def _rng(self) -> np.random.Generator:
         return as_generator(self._rng_factory())
 
+    def _synthetic(self, iters: int | None = None) -> SyntheticStudio:
+        return SyntheticStudio(self.registry, self.ledger, self._rng,
+                               iters=self.synthetic_iters if iters is None else iters)
+
     def synthesize(self, identity, dataset_id: str, epsilon: Any, *,
                    columns: Sequence[str] | None = None) -> SyntheticResult:
         """A central-DP synthetic copy at total ε: any signed-in role, charged to its budget
         (see ``services.studio.synthetic``)."""
-        studio = SyntheticStudio(self.registry, self.ledger, self._rng,
-                                 iters=self.synthetic_iters)
-        return studio.synthesize(identity, dataset_id, epsilon, columns=columns)
+        return self._synthetic().synthesize(identity, dataset_id, epsilon, columns=columns)
 
     def synthetic_model_check(self, identity, result: SyntheticResult,
                               target: str) -> ModelCheck:
         """Model check of a synthetic copy against held-out original rows (owner only)."""
-        return SyntheticStudio(self.registry, self.ledger, self._rng).model_check(
-            identity, result, target)
+        return self._synthetic().model_check(identity, result, target)
 
     def problems(self, identity, dataset_id: str,
                  choices: Sequence[ColumnChoice]) -> dict[str, str]:
@@ -163,13 +164,10 @@ class StudioService:
         fractions within ``span``, each text after ``stage`` (e.g. "Auto-tune try 2: ")."""
         tell = progress or (lambda _f, _t: None)
         lo, hi = span
-        if not access.is_owner(identity):
-            raise DPError("Per-record copies are the data owner's only: they are not central "
-                          "differential privacy. Ask for a synthetic copy instead.")
+        _record_owner(identity)
         ds = self.registry.get(str(dataset_id))
         choices = tuple(choices)
-        problems = check_choices(ds.schema, choices) or check_data(ds.frame, choices)
-        if problems:
+        if problems := check_choices(ds.schema, choices) or check_data(ds.frame, choices):
             raise ColumnProblemsError(problems)
         run_id = uuid.uuid4().hex[:12]
         key = ReleaseKey(ds.id, ds.version,
@@ -180,8 +178,7 @@ class StudioService:
         def compute(_eps, rng: np.random.Generator) -> Release:
             tell(lo, f"{stage}making the per-record copy…" if stage
                  else "Making the per-record copy…")
-            copy = per_record_copy(ds.frame, ds.schema, choices, rng=rng)
-            held["copy"] = copy
+            held["copy"] = copy = per_record_copy(ds.frame, ds.schema, choices, rng=rng)
             return Release(statistic="studio per-record copy", value=[],
                            epsilon=copy.record_epsilon, mechanism=MECHANISM,
                            sensitivity={r["column"]: r["sensitivity"]
@@ -210,8 +207,7 @@ class StudioService:
                   tolerances: Tolerances, budget: float, *, factor: float = 2.0,
                   progress: Progress | None = None) -> tuple[TuneResult, list[StudioRun]]:
         """The iterative query: every try is a charged run; returns the trail and the runs."""
-        problems = self.problems(identity, dataset_id, choices)
-        if problems:
+        if problems := self.problems(identity, dataset_id, choices):
             raise ColumnProblemsError(problems)
         runs: list[StudioRun] = []
 
@@ -237,11 +233,8 @@ class StudioService:
                      tune: tuple[Tolerances, float] | None = None) -> str:
         """Check a per-record run (or auto-tune, ``tune`` = (tolerances, budget)) and queue
         it; returns the job's token. Refusals and bad input raise here: nothing charged."""
-        if not access.is_owner(identity):
-            raise DPError("Per-record copies are the data owner's only: they are not central "
-                          "differential privacy. Ask for a synthetic copy instead.")
-        problems = self.problems(identity, dataset_id, choices)
-        if problems:
+        _record_owner(identity)
+        if problems := self.problems(identity, dataset_id, choices):
             raise ColumnProblemsError(problems)
         return self.jobs.submit(self.store, identity.user, "record", record_job, identity,
                                 dataset_id, tuple(choices), target, tune,
@@ -257,9 +250,7 @@ class StudioService:
         Spend only on purpose: unless ``confirmed``, a copy whose price would take more than
         a quarter of what a non-owner's role (or user) has left raises ``AskFirst`` with the
         price (the session's rule, ``services.session.asks_first``); nothing is queued."""
-        studio = SyntheticStudio(self.registry, self.ledger, self._rng,
-                                 iters=self.synthetic_iters)
-        ds, eps, _domain, plan = studio.check(identity, dataset_id, epsilon, columns)
+        ds, eps, _domain, plan = self._synthetic().check(identity, dataset_id, epsilon, columns)
         owner = access.is_owner(identity)
         if not confirmed and not owner:
             price = opendp_epsilon(plan)
@@ -373,6 +364,12 @@ class StudioService:
         return self.store.csv(identity.user, token)
 
 
+def _record_owner(identity) -> None:
+    if not access.is_owner(identity):
+        raise DPError("Per-record copies are the data owner's only: they are not central "
+                      "differential privacy. Ask for a synthetic copy instead.")
+
+
 # ---- the work a job runs (on the app's runner: module-level, plain arguments) --------------
 
 def record_job(services, progress: Progress, identity, dataset_id: str,
@@ -403,8 +400,8 @@ def synthetic_job(services, progress: Progress, identity, dataset_id: str, eps: 
                   iters: int) -> tuple[dict[str, Any], str | None]:
     """A synthetic copy (the MST fit), with the owner's metrics and comparison."""
     studio: StudioService = services.studio
-    synth = SyntheticStudio(studio.registry, studio.ledger, studio._rng, iters=iters)
-    r = synth.synthesize(identity, dataset_id, eps, columns=columns, progress=progress)
+    r = studio._synthetic(iters).synthesize(identity, dataset_id, eps, columns=columns,
+                                            progress=progress)
     part = studio._synthetic_owner_part(identity, r, target, compare, progress) \
         if access.is_owner(identity) else None
     return synthetic_result(r, part), dp_csv(r.frame)

@@ -94,11 +94,9 @@ class SyntheticResult:
     def summary(self, model: ModelCheck | None = None) -> dict[str, Any]:
         """For the release report's ``synthetic`` part: the public answer, and the owner's
         metrics and model check when there are any."""
-        out = dict(self.answer)
-        out["ledger_release_id"] = self.served.release_id
-        out["metrics"] = metrics_dict(self.metrics) if self.metrics is not None else None
-        out["model_check"] = model.to_dict() if model is not None else None
-        return out
+        return {**self.answer, "ledger_release_id": self.served.release_id,
+                "metrics": metrics_dict(self.metrics) if self.metrics is not None else None,
+                "model_check": model.to_dict() if model is not None else None}
 
     @property
     def targets(self) -> list[str]:

@@ -38,8 +38,7 @@ ERROR_DEFINITION = (
 
 
 def json_grid(arr: Any) -> list[list[float | None]]:
-    return [[(float(v) if math.isfinite(float(v)) else None) for v in row]
-            for row in np.asarray(arr, dtype=float)]
+    return [_listed(row) for row in np.asarray(arr, dtype=float)]
 
 
 def _listed(arr: np.ndarray) -> list[float | None]:

@@ -72,11 +72,9 @@ def encode(tiers: TierPlan) -> str:
 
 def decode(text: str) -> TierPlan:
     """The ``TierPlan`` that ``encode`` wrote, number for number."""
-    tiers = {}
-    for t, g in json.loads(text)["tiers"].items():
-        tiers[int(t)] = GroupPlan(
-            g["statistic"], int(g["noise_factor"]), (float(g["band"][0]), float(g["band"][1])),
-            float(g["ceiling"]), _unarray(g["epsilon"]), _unarray(g["expected_error"]),
-            _unarray(g["expected_relative_error"]), _unarray(g["median_relative_error"]),
-            tuple(g["reasons"]), _unarray(g["n_candidates"]))
-    return TierPlan(tiers)
+    return TierPlan({int(t): GroupPlan(
+        g["statistic"], int(g["noise_factor"]), (float(g["band"][0]), float(g["band"][1])),
+        float(g["ceiling"]), _unarray(g["epsilon"]), _unarray(g["expected_error"]),
+        _unarray(g["expected_relative_error"]), _unarray(g["median_relative_error"]),
+        tuple(g["reasons"]), _unarray(g["n_candidates"]))
+        for t, g in json.loads(text)["tiers"].items()})

@@ -342,7 +342,6 @@ class PaperPlan:
         self.view = view
         self.key = view.key
         self.inputs: tuple[InternalSpec, ...] = ()
-        self.sample_note = ""
 
     def build(self, inputs: Mapping[str, Release]) -> ReleasePlan:
         return ReleasePlan(self.key, dict.fromkeys(TIERS), nestable=False,

@@ -71,12 +71,11 @@ class ReleaseService:
         """``answer``, and the id of the stored release it is."""
         ds = dataset if dataset is not None else self.registry.get(req.dataset_id)
         plan = self.plan(identity, req, dataset=ds)
-        owner = identity.role is Role.OWNER
         if not isinstance(plan, PaperPlan):
             self.calibrate(ds)
         served = self.ledger.release_all([self.ask(identity, plan, ds)], user=identity.user,
                                          rng=self._rng, price=price)[0]
-        return self._with_status(served, owner), served.release_id
+        return self._with_status(served, identity.role is Role.OWNER), served.release_id
 
     def ask(self, identity, plan: ViewPlan | PaperPlan, ds, channel: str = "explore") -> Ask:
         """The door's request for ``plan``: its data seam and its publisher."""
@@ -86,8 +85,7 @@ class ReleaseService:
             compute, truth = plan.compute(rows), None
         else:
             read = _aggregate_reader(plan, ds)
-            draw = plan.compute(read)
-            compute = draw
+            compute = plan.compute(read)
             truth = (lambda: plan.truth(read())) if owner else None
         return Ask(plan, compute, lambda p, rel: plan.publish(p, rel, truth), channel)
 

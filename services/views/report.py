@@ -47,7 +47,8 @@ def _plain(label: object) -> str:
     return str(label).split(" (")[0]
 
 
-def _number(v: Any) -> float | None:
+def finite_number(v: Any) -> float | None:
+    """``v`` as a finite float, else None (missing, text, NaN or infinite)."""
     try:
         x = float(v)
     except (TypeError, ValueError):
@@ -57,20 +58,16 @@ def _number(v: Any) -> float | None:
 
 def cells(answer: Mapping[str, Any]) -> list[dict[str, Any]]:
     """One record per (group, cell): the DP value and its 95 % interval (None: withheld)."""
-    out = []
     groups, names = list(answer.get("groups", [])), list(answer.get("cells", []))
-    grids = [answer.get(k, []) for k in ("values", "ci_low", "ci_high")]
-    for g, group in enumerate(groups):
-        for c, cell in enumerate(names):
-            v, lo, hi = (_at(grid, g, c) for grid in grids)
-            out.append({"group": group, "cell": cell, "value": v, "ci95_low": lo,
-                        "ci95_high": hi})
-    return out
+    grids = {k: answer.get(grid, []) for k, grid in
+             (("value", "values"), ("ci95_low", "ci_low"), ("ci95_high", "ci_high"))}
+    return [{"group": group, "cell": cell, **{k: _at(grid, g, c) for k, grid in grids.items()}}
+            for g, group in enumerate(groups) for c, cell in enumerate(names)]
 
 
 def _at(grid: Any, g: int, c: int) -> float | None:
     try:
-        return _number(grid[g][c])
+        return finite_number(grid[g][c])
     except (IndexError, TypeError, KeyError):
         return None
 
@@ -81,7 +78,7 @@ def figure_csv(rel: StoredRelease) -> str:
     query = query_words(ans)
     tier = NOISE_LABELS.get(rel.tier, str(rel.tier))
     rows = ([rel.dataset_id, rel.dataset_version, query, c["group"], c["cell"], c["value"],
-             c["ci95_low"], c["ci95_high"], _number(ans.get("epsilon")),
+             c["ci95_low"], c["ci95_high"], finite_number(ans.get("epsilon")),
              ans.get("mechanism_label") or rel.mechanism, tier,
              "yes" if rel.dp else "no", rel.id]
             for c in cells(ans))
@@ -106,14 +103,14 @@ def release_report(rel: StoredRelease, *, exported_by: str, at: datetime | None 
                  "band_percent": list(ans.get("band", []))},
         "mechanism": ans.get("mechanism_label") or rel.mechanism,
         "differentially_private": rel.dp,
-        "epsilon": _number(ans.get("epsilon")),
+        "epsilon": finite_number(ans.get("epsilon")),
         "epsilon_charged_to_role": rel.charged,
         "effective_epsilon_lower_bound": (None if rel.dp
-                                          else _number(ans.get("effective_epsilon"))),
+                                          else finite_number(ans.get("effective_epsilon"))),
         "sensitivity": ans.get("sensitivity"),
-        "expected_error": _number(ans.get("expected_error")),
+        "expected_error": finite_number(ans.get("expected_error")),
         "expected_error_unit": ans.get("error_unit", ""),
-        "expected_relative_error_percent": _number(ans.get("expected_relative_error")),
+        "expected_relative_error_percent": finite_number(ans.get("expected_relative_error")),
         "dp_size_estimate": ans.get("n_estimate"),
         "values": cells(ans),
         "notes": list(ans.get("flags", [])),

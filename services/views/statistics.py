@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from dp_engine.schema import NUMERIC_KINDS, ColumnKind, ColumnSpec, Schema
+from dp_engine.schema import ColumnSpec, Schema
+from services.data.sources.labels import canonical_label as label
+from services.data.sources.query import categorical_histogram
 
 if TYPE_CHECKING:
     from services.views.queries import ViewRequest
@@ -22,26 +24,11 @@ if TYPE_CHECKING:
 ALL = "All patients"
 
 
-def label(value: object) -> str:
-    """One canonical text label for a category, whatever its storage type."""
-    if isinstance(value, bool | np.bool_):
-        return "Yes" if value else "No"
-    if isinstance(value, float | np.floating) and float(value).is_integer():
-        return str(int(value))
-    return str(value)
-
-
 def labels(column: pd.Series) -> np.ndarray:
     """``label`` of every value, computed once per distinct value (factorize, then take)."""
     codes, uniques = pd.factorize(column, use_na_sentinel=True)
     names = np.asarray([label(u) for u in uniques] + [""], dtype=object)
     return names[codes]          # code -1 (missing) -> "", already dropped by the caller
-
-
-def categorical_histogram(spec: ColumnSpec) -> bool:
-    return spec.kind not in NUMERIC_KINDS or (
-        spec.kind is ColumnKind.ORDINAL and spec.categories is not None
-    )
 
 
 def histogram_bins(spec: ColumnSpec) -> tuple[np.ndarray | list[str], list[str]]:

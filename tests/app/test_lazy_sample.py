@@ -22,11 +22,11 @@ from layouts.anonymize import page as anonymize_page
 from layouts.data.page import overview
 from services.data.registry import SAMPLE_CSV, SAMPLE_SCHEMA, DatasetRegistry
 from services.data.sources.duckdb_source import DuckDBSource
-from services.data.sources.ingest import frame_to_parquet
 from services.data.sources.sample import LazySample
 from services.identity.roles import Role
 from services.identity.session import Identity
 from services.views.queries import ViewRequest
+from tests.app.parquet_support import frame_to_parquet
 from tests.stand_ins import stand_in
 
 OWNER = Identity("olga", Role.OWNER, True)

@@ -28,10 +28,10 @@ from dp_engine.sound.releases import release_counts, release_moments, release_qu
 from services.data.csv_loader import load_csv
 from services.data.registry import SAMPLE_CSV, SAMPLE_SCHEMA, read_schema_file
 from services.data.sources.duckdb_source import DuckDBSource
-from services.data.sources.ingest import frame_to_parquet
 from services.data.sources.large import precompute_views
 from services.data.sources.memory import PandasSource
 from services.data.sources.query import AggregateQuery, ColumnRules
+from tests.app.parquet_support import frame_to_parquet
 
 ROOT = Path(__file__).resolve().parents[2]
 PG_URL = os.environ.get("TEST_DATABASE_URL")

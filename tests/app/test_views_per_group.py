@@ -25,13 +25,13 @@ from layouts.components.figures import build, fmt
 from layouts.explore.panel import panel
 from services.data.registry import DatasetRegistry
 from services.data.sources.duckdb_source import DuckDBSource
-from services.data.sources.ingest import frame_to_parquet
 from services.identity.roles import Role
 from services.identity.session import Identity
 from services.ledger.store import Ledger
 from services.views.queries import PRESETS, ViewRequest
 from services.views.releases import ReleaseService, new_rng_factory
 from tests.app.explore_client import render
+from tests.app.parquet_support import frame_to_parquet
 
 SIZES = {"a": 5, "b": 30, "c": 300, "d": 3000}
 ROLES = (Role.OWNER, Role.COLLABORATOR, Role.THIRD_PARTY)

@@ -13,17 +13,16 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-
-import pandas as pd
 
 from services.data.errors import DatasetError
 from services.data.sources.base import ROW_CAP, RowSample
 from services.data.sources.dialects import DuckDBDialect, compile_sql
 from services.data.sources.labels import StorageKind
-from services.data.sources.sql import SqlPlan, SqlSource, sql_table
+from services.data.sources.sql import SqlPlan, SqlSource, sql_table, typed_rows
 from services.lazy import lazy
 
 duckdb = lazy("duckdb")  # loaded on first use: not at app start
@@ -105,8 +104,15 @@ class DuckDBSource(SqlSource):
         self._plan = SqlPlan(sql_table(VIEW, self._kinds), self._kinds)
         self._dialect = DuckDBDialect()
 
-    def storage_kinds(self) -> dict[str, StorageKind]:
-        return dict(self._kinds)
+    @contextmanager
+    def _cursor(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A cursor of the shared connection (made under the lock), closed after use."""
+        with self._lock:
+            cur = self._con.cursor()
+        try:
+            yield cur
+        finally:
+            cur.close()
 
     def aggregate(self, query):
         """On a precomputed table of the query's columns when there is one, else the data."""
@@ -232,9 +238,7 @@ class DuckDBSource(SqlSource):
             stmt = select(*cols, func.count().label(WEIGHT)).group_by(*cols) \
                 .limit(COMPACT_MAX_ROWS + 1)
             sql, params = compile_sql(stmt, self._dialect)
-            with self._lock:
-                cur = self._con.cursor()
-            try:
+            with self._cursor() as cur:
                 frame = cur.execute(sql, params).df()
                 self.precompute_dir.mkdir(parents=True, exist_ok=True)
                 if len(frame) > COMPACT_MAX_ROWS:
@@ -246,8 +250,6 @@ class DuckDBSource(SqlSource):
                              duckdb.sqltype("BIGINT")).alias(WEIGHT)]
                 cur.from_df(frame).select(*exprs).write_parquet(str(tmp))
                 os.replace(tmp, path)
-            finally:
-                cur.close()
         view = f"compact_{name}"
         with self._lock:
             self._con.read_parquet(str(path)).create_view(view, replace=True)
@@ -256,38 +258,20 @@ class DuckDBSource(SqlSource):
 
     def _fetch(self, stmt) -> list[tuple]:
         sql, params = compile_sql(stmt, self._dialect)
-        with self._lock:
-            cur = self._con.cursor()
-        try:
+        with self._cursor() as cur:
             return cur.execute(sql, params).fetchall()
-        finally:
-            cur.close()
 
     def read_rows(self, columns: Sequence[str], *, cap: int = ROW_CAP,
                   seed: int = 0) -> RowSample:
         self.check_columns(columns)
-        with self._lock:
-            cur = self._con.cursor()
-        try:
+        with self._cursor() as cur:
             rel = cur.view(VIEW).select(*[duckdb.ColumnExpression(c) for c in columns])
             total = int(rel.aggregate("count(*)").fetchall()[0][0])
             if total <= cap:
-                return RowSample(_frame(rel.df(), self._kinds), False, cap)
+                return RowSample(typed_rows(rel.df(), self._kinds), False, cap)
             sample = rel.sample(n=int(cap), seed=int(seed), method="reservoir")
-            return RowSample(_frame(sample.df(), self._kinds), True, cap)
-        finally:
-            cur.close()
+            return RowSample(typed_rows(sample.df(), self._kinds), True, cap)
 
     def close(self) -> None:
         self._con.close()
 
-
-def _frame(frame: pd.DataFrame, kinds: dict[str, StorageKind]) -> pd.DataFrame:
-    """Nullable pandas types as the in-memory loader uses them (Int64, boolean, float64)."""
-    for name in frame.columns:
-        kind = kinds.get(str(name))
-        if kind is StorageKind.INT:
-            frame[name] = frame[name].astype("Int64")
-        elif kind is StorageKind.BOOL:
-            frame[name] = frame[name].astype("boolean")
-    return frame

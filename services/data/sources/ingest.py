@@ -27,7 +27,7 @@ import pandas as pd
 from dp_engine.schema import ColumnKind, Schema
 from services.data.csv_loader import HEAD_BYTES, dataset_slug, read_table
 from services.data.errors import DatasetError
-from services.data.integrity import check_counts, present_counts
+from services.data.integrity import check_counts
 from services.data.load_report import LoadReport
 from services.data.normalization import apply_schema
 from services.data.schema_inference import propose_schema
@@ -131,31 +131,28 @@ def ingest_csv(path: Path, dest: Path, *, schema: Schema | None = None,
     tmp.mkdir(parents=True)
     tally: dict[str, dict[str, int]] = {}  # every per-column count of the load report
     rows, notes, types = 0, list(head.warnings), None
-    con = duckdb.connect(config={"memory_limit": "1GB", "threads": 2})
     try:
-        with path.open("rb") as raw:
-            reader = HashingReader(raw)
-            for i, chunk in enumerate(_chunks(path, reader, head.delimiter, head.encoding,
-                                              schema)):
-                if schema is None:
-                    schema = propose_schema(chunk, dataset_id or dataset_slug(path.name))
-                frame, schema, report = apply_schema(chunk, schema, filename=path.name)
-                types = _write_part(con, frame, tmp / f"part-{i:05d}.parquet", types)
-                rows += report.rows
-                for key, counts in vars(report).items():
-                    if isinstance(counts, dict):
-                        _merge(tally.setdefault(key, {}), counts)
-                notes.extend(w for w in report.warnings if w not in notes)
-            version = reader.finish()
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    finally:
-        con.close()
-    if schema is None or rows == 0:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise DatasetError(f"'{path.name}' has a header row but no data rows.")
-    try:   # the report counts what the store holds, and only if it is what was parsed
+        con = duckdb.connect(config={"memory_limit": "1GB", "threads": 2})
+        try:
+            with path.open("rb") as raw:
+                reader = HashingReader(raw)
+                for i, chunk in enumerate(_chunks(path, reader, head.delimiter, head.encoding,
+                                                  schema)):
+                    if schema is None:
+                        schema = propose_schema(chunk, dataset_id or dataset_slug(path.name))
+                    frame, schema, report = apply_schema(chunk, schema, filename=path.name)
+                    types = _write_part(con, frame, tmp / f"part-{i:05d}.parquet", types)
+                    rows += report.rows
+                    for key, counts in vars(report).items():
+                        if isinstance(counts, dict):
+                            _merge(tally.setdefault(key, {}), counts)
+                    notes.extend(w for w in report.warnings if w not in notes)
+                version = reader.finish()
+        finally:
+            con.close()
+        if schema is None or rows == 0:
+            raise DatasetError(f"'{path.name}' has a header row but no data rows.")
+        # the report counts what the store holds, and only if it is what was parsed
         stored_rows, held = stored_counts(tmp, schema.names)
         check_counts(tally.get("present", {}), held, rows, stored_rows, path.name)
     except BaseException:
@@ -209,11 +206,12 @@ def _parquet_schema(folder: Path) -> Schema | None:
         return None
 
 
-def stored_counts(folder: Path, names: list[str] | tuple[str, ...]) -> tuple[int, dict[str, int]]:
+def stored_counts(folder: Path, names: list[str] | tuple[str, ...],
+                  pattern: str = "*.parquet") -> tuple[int, dict[str, int]]:
     """(rows, values present per column) of the Parquet parts in ``folder``, read back."""
     con = duckdb.connect(config={"threads": 2})
     try:
-        rel = con.read_parquet(str(Path(folder) / "*.parquet"))
+        rel = con.read_parquet(str(Path(folder) / pattern))
         cols = [f'count("{n.replace(chr(34), chr(34) * 2)}")' for n in names]
         got = rel.aggregate(", ".join(["count(*)", *cols])).fetchall()[0]
     finally:
@@ -267,17 +265,3 @@ def read_meta(folder: Path) -> LoadReport:
     known = {f.name for f in fields(LoadReport)}
     return LoadReport(**{k: v for k, v in data.items() if k in known})
 
-
-def frame_to_parquet(frame: pd.DataFrame, out: Path) -> Path:
-    """Write a normalized frame as one Parquet file (tests, benchmarks, small copies)."""
-    con = duckdb.connect()
-    try:
-        _write_part(con, frame.copy(), Path(out), None)
-        got = con.read_parquet(str(out)).aggregate(
-            ", ".join(["count(*)", *(f'count("{n}")' for n in frame.columns)])).fetchall()[0]
-    finally:
-        con.close()
-    assert got is not None
-    check_counts(present_counts(frame), dict(zip(map(str, frame.columns), got[1:], strict=True)),
-                 len(frame), int(got[0]), Path(out).name)
-    return Path(out)

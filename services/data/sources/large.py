@@ -34,11 +34,12 @@ from pathlib import Path
 from typing import Any
 
 from dp_engine.schema import Schema
+from services.data.dataset import write_json
 from services.data.errors import DatasetError
 from services.data.load_report import LoadReport
 from services.data.sources.base import ROW_CAP, DataSource
 from services.data.sources.duckdb_source import DuckDBSettings, DuckDBSource, Precomputed
-from services.data.sources.ingest import HASH_BLOCK, ingest_csv, previous, stored
+from services.data.sources.ingest import ingest_csv, previous, stored
 from services.data.sources.sample import LazySample
 from services.lazy import lazy
 
@@ -73,15 +74,9 @@ def cached_version(path: Path, cache_dir: Path) -> str:
             known = {}
         if key in known:
             return str(known[key])
-        sha = hashlib.sha256()
         with path.open("rb") as fh:
-            while chunk := fh.read(HASH_BLOCK):
-                sha.update(chunk)
-        known[key] = sha.hexdigest()[:16]
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_name(f".versions.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(known, indent=1), encoding="utf-8")
-        os.replace(tmp, cache)
+            known[key] = hashlib.file_digest(fh, "sha256").hexdigest()[:16]
+        write_json(cache, known)
         return str(known[key])
 
 

@@ -30,7 +30,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from services.data.errors import DatasetError
 from services.data.sources.base import ROW_CAP, RowSample
 from services.data.sources.labels import StorageKind
-from services.data.sources.sql import SqlPlan, SqlSource, sql_table
+from services.data.sources.sql import SqlPlan, SqlSource, sql_table, typed_rows
 
 READ_ONLY = "-c default_transaction_read_only=on"
 
@@ -72,9 +72,6 @@ class PostgresSource(SqlSource):
         self._kinds = {str(c["name"]): sa_kind(c["type"]) for c in described}
         self._plan = SqlPlan(sql_table(table, self._kinds, schema), self._kinds)
 
-    def storage_kinds(self) -> dict[str, StorageKind]:
-        return dict(self._kinds)
-
     def _fetch(self, stmt) -> list:
         with self.engine.connect() as conn:
             return list(conn.execute(stmt).fetchall())
@@ -88,22 +85,14 @@ class PostgresSource(SqlSource):
             total = int(conn.execute(select(func.count()).select_from(tbl)).scalar_one())
             if total <= cap:
                 frame = pd.DataFrame(conn.execute(select(*cols)).fetchall(), columns=columns)
-                return RowSample(_typed(frame, self._kinds), False, cap)
+                return RowSample(typed_rows(frame, self._kinds, floats=True), False, cap)
             share = min(100.0, 110.0 * cap / total)
             sampled = tablesample(tbl, func.bernoulli(literal(share, Double())),
                                   seed=literal(int(seed), Integer()))
             stmt = select(*[sampled.c[c] for c in columns]).limit(cap)
             frame = pd.DataFrame(conn.execute(stmt).fetchall(), columns=columns)
-        return RowSample(_typed(frame, self._kinds), True, cap)
+        return RowSample(typed_rows(frame, self._kinds, floats=True), True, cap)
 
     def close(self) -> None:
         self.engine.dispose()
 
-
-def _typed(frame: pd.DataFrame, kinds: dict[str, StorageKind]) -> pd.DataFrame:
-    types = {StorageKind.INT: "Int64", StorageKind.BOOL: "boolean", StorageKind.FLOAT: "float64"}
-    for name in frame.columns:
-        dtype = types.get(kinds.get(str(name), StorageKind.OTHER))
-        if dtype is not None:
-            frame[name] = frame[name].astype(dtype)
-    return frame

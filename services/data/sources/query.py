@@ -64,9 +64,7 @@ class AggregateQuery:
 
     def bounded(self, patient: str | None, max_rows: int) -> AggregateQuery:
         """This query keeping at most ``max_rows`` rows per patient (``aggregates``' rule)."""
-        if patient is None:
-            return self
-        return replace(self, patient=patient, max_rows=int(max_rows))
+        return self if patient is None else replace(self, patient=patient, max_rows=int(max_rows))
 
     # ---- construction from the public schema ------------------------------------
     @classmethod

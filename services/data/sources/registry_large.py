@@ -15,9 +15,8 @@ from typing import Any
 
 from dp_engine.errors import DPError
 from dp_engine.schema import Schema
-from services.data.csv_loader import dataset_slug, mb
+from services.data.csv_loader import check_size, dataset_slug
 from services.data.dataset import Dataset, Entry, write_json
-from services.data.errors import DatasetError
 from services.data.load_report import LoadReport
 from services.data.schema_files import read_schema_file, write_schema_file
 from services.data.sources.base import ROW_CAP
@@ -64,11 +63,7 @@ class LargeDatasets:
 
     def _add_large_upload(self, filename: str, content: bytes, version: str) -> Any:
         """A large upload: raw bytes stored, streamed into Parquet, schema proposed."""
-        limit = self.max_upload_bytes  # type: ignore[attr-defined]
-        if len(content) > limit:
-            raise DatasetError(
-                f"'{filename}' is {mb(len(content))}, above the upload limit of {mb(limit)}. "
-                "Export fewer rows or columns, or ask the administrator to raise the limit.")
+        check_size(content, filename, self.max_upload_bytes)  # type: ignore[attr-defined]
         uploads = self.storage_dir / "uploads"
         uploads.mkdir(parents=True, exist_ok=True)
         raw_path = uploads / f"{version}.csv"
@@ -78,10 +73,9 @@ class LargeDatasets:
                              self.duckdb_settings)
         schema = replace(big.schema, dataset=dataset_id, title=filename)
         write_schema_file(self._schema_path(dataset_id, version), schema)  # type: ignore[attr-defined]
-        write_json(uploads / f"{version}.json",
-                   {"id": dataset_id, "title": filename, "filename": filename})
-        return self._add_large_stored({"id": dataset_id, "title": filename,
-                                       "filename": filename}, raw_path, schema, big)
+        meta = {"id": dataset_id, "title": filename, "filename": filename}
+        write_json(uploads / f"{version}.json", meta)
+        return self._add_large_stored(meta, raw_path, schema, big)
 
     def _add_large_stored(self, meta: dict, raw_path: Path, schema: Schema,
                           big: Any = None) -> Any:

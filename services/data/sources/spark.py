@@ -17,7 +17,7 @@ from services.data.errors import DatasetError
 from services.data.sources.base import ROW_CAP, RowSample
 from services.data.sources.dialects import SparkDialect, compile_sql
 from services.data.sources.labels import StorageKind
-from services.data.sources.sql import SqlPlan, SqlSource, sql_table
+from services.data.sources.sql import SqlPlan, SqlSource, sql_table, typed_rows
 
 _sessions: dict[str, object] = {}
 _lock = threading.Lock()
@@ -88,9 +88,6 @@ class SparkSource(SqlSource):
         self._plan = SqlPlan(sql_table(name, self._kinds, db), self._kinds)
         self._dialect = SparkDialect()
 
-    def storage_kinds(self) -> dict[str, StorageKind]:
-        return dict(self._kinds)
-
     def aggregate_many(self, queries):
         """Several aggregates as concurrent Spark jobs (each job's fixed cost overlaps)."""
         from concurrent.futures import ThreadPoolExecutor
@@ -111,11 +108,4 @@ class SparkSource(SqlSource):
         sampled = total > cap
         if sampled:
             frame = frame.sample(fraction=min(1.0, 1.1 * cap / total), seed=int(seed))
-        pdf = frame.limit(cap).toPandas()
-        for name in pdf.columns:
-            kind = self._kinds.get(str(name))
-            if kind is StorageKind.INT:
-                pdf[name] = pdf[name].astype("Int64")
-            elif kind is StorageKind.BOOL:
-                pdf[name] = pdf[name].astype("boolean")
-        return RowSample(pdf, sampled, cap)
+        return RowSample(typed_rows(frame.limit(cap).toPandas(), self._kinds), sampled, cap)

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from sqlalchemy import (
     BigInteger,
     Double,
@@ -276,6 +277,11 @@ class SqlSource(DataSource):
 
     _plan: SqlPlan
 
+    _kinds: dict[str, StorageKind]
+
+    def storage_kinds(self) -> dict[str, StorageKind]:
+        return dict(self._kinds)
+
     def _fetch(self, stmt) -> list[Sequence[Any]]:
         raise NotImplementedError
 
@@ -290,6 +296,20 @@ class SqlSource(DataSource):
         return self.aggregate(query)
 
     cell_counts = moment_sums = candidate_counts = _one
+
+
+def typed_rows(frame: pd.DataFrame, kinds: dict[str, StorageKind], *,
+               floats: bool = False) -> pd.DataFrame:
+    """Read rows in the in-memory loader's nullable types (Int64, boolean; float64 too when
+    ``floats``: a driver that returns decimals)."""
+    types = {StorageKind.INT: "Int64", StorageKind.BOOL: "boolean"}
+    if floats:
+        types[StorageKind.FLOAT] = "float64"
+    for name in frame.columns:
+        dtype = types.get(kinds.get(str(name), StorageKind.OTHER))
+        if dtype is not None:
+            frame[name] = frame[name].astype(dtype)
+    return frame
 
 
 def _typed(value: object, kind: StorageKind) -> ColumnElement:
