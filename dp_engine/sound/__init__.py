@@ -7,8 +7,8 @@ of records n is private. Bounds, categories and bins are public metadata
 * statistics (``statistics``): count, histogram, mean, variance, quantiles and
   their grouped versions, each returning a ``Release`` (value, ε, mechanism,
   public parameters, expected error and 95 % interval from public inputs only);
-* mechanisms (``mechanisms``): laplace / discrete_laplace (floating-point safe),
-  gaussian, bounded_laplace, randomized_response, exponential;
+* mechanisms (``mechanisms``): laplace (floating-point safe), bounded_laplace,
+  randomized_response, exponential;
 * aggregates (``aggregates``): the sufficient statistics a data source computes
   (cell counts, exact lattice sums, quantile-candidate counts), defined bit for bit;
 * ``releases``: the noise on aggregates (``release_counts``, ``release_moments``,
@@ -31,9 +31,7 @@ from dp_engine.sound.aggregates import (
 )
 from dp_engine.sound.mechanisms import (
     bounded_laplace,
-    discrete_laplace,
     exponential,
-    gaussian,
     laplace,
     randomized_response,
 )
@@ -131,9 +129,7 @@ __all__ = [
     "mean",
     "quantiles",
     "variance",
-    "discrete_laplace",
     "exponential",
-    "gaussian",
     "laplace",
     "randomized_response",
 ]

@@ -5,11 +5,9 @@
   lattice, so every output is an exact lattice point and no output "hole" reveals
   the input. The rounding can move a value by up to half a lattice step, so the
   scale is raised from Δ/ε to (Δ + m·Λ)/ε (m = number of elements, Λ = step).
-* ``discrete_laplace`` draws K = ⌊tE₁⌋ − ⌊tE₂⌋ with E₁, E₂ standard exponential:
-  each floor is geometric with P(G ≥ g) = e^(−g/t), and their difference has
-  P(K = k) ∝ e^(−|k|/t) exactly (up to the 53-bit resolution of the draws).
-* ``gaussian`` uses the analytic calibration of Balle & Wang (2018), on the same
-  kind of lattice (rounded Gaussian noise added to the snapped input).
+  The integer noise K = ⌊tE₁⌋ − ⌊tE₂⌋ (E₁, E₂ standard exponential) is exact: each
+  floor is geometric with P(G ≥ g) = e^(−g/t), and their difference has
+  P(K = k) ∝ e^(−|k|/t) (up to the 53-bit resolution of the draws).
 * ``bounded_laplace`` follows Holohan et al. (2018): output restricted to
   [lower, upper] by inverse-CDF sampling, scale raised so the truncation keeps ε-DP.
 * ``randomized_response`` (binary or k-ary) and ``exponential`` (Gumbel-max).
@@ -28,7 +26,6 @@ from dp_engine.rng import RngLike, as_generator
 from dp_engine.sound.validation import (
     category_codes,
     check_bounds,
-    check_delta,
     check_epsilon,
     check_sensitivity,
     finite_array,
@@ -134,81 +131,6 @@ def laplace(
         raise DataTypeError(f"changed must be a whole number ≥ 1 (got {changed!r}).")
     x = finite_array(value)
     out, _, _ = lattice_laplace(x, sensitivity, epsilon, as_generator(rng), int(changed))
-    return _shaped(out, value)
-
-
-def discrete_laplace(value: Any, sensitivity: float, epsilon: float, *, rng: RngLike = None):
-    """Integer value(s) plus discrete-Laplace noise with P(k) ∝ exp(−|k|·ε/Δ).
-
-    ε-DP for an integer-valued query of sensitivity Δ. Returns int / int64 array.
-    """
-    epsilon = check_epsilon(epsilon)
-    sensitivity = check_sensitivity(sensitivity)
-    x = finite_array(value)
-    if not np.array_equal(x, np.rint(x)):
-        raise DataTypeError(
-            "The discrete Laplace mechanism needs whole numbers (counts); "
-            "use the Laplace mechanism for fractional values."
-        )
-    out = dlap_noise(sensitivity / epsilon, x.shape, as_generator(rng))
-    out += x
-    result = out.astype(np.int64)
-    return int(result.reshape(-1)[0]) if np.ndim(value) == 0 else result
-
-
-def _analytic_delta(sigma: float, sensitivity: float, epsilon: float) -> float:
-    """δ achieved by Gaussian noise σ (Balle & Wang 2018, Theorem 8)."""
-    from scipy import special  # here, not at import: the app starts without scipy's bulk
-
-    a = sensitivity / (2.0 * sigma)
-    b = epsilon * sigma / sensitivity
-    return float(special.ndtr(a - b) - math.exp(epsilon + special.log_ndtr(-a - b)))
-
-
-def gaussian_sigma(sensitivity: float, epsilon: float, delta: float) -> float:
-    """Smallest σ with (ε, δ)-DP for L2 sensitivity Δ (analytic Gaussian mechanism)."""
-    from scipy import optimize  # here, not at import: the app starts without it
-
-    classic = sensitivity * math.sqrt(2.0 * math.log(1.25 / delta)) / epsilon
-    lo, hi = classic * 1e-6, classic
-    while _analytic_delta(hi, sensitivity, epsilon) > delta:
-        hi *= 2.0
-    root = optimize.brentq(
-        lambda s: _analytic_delta(math.exp(s), sensitivity, epsilon) - delta,
-        math.log(lo),
-        math.log(hi),
-        xtol=1e-13,
-    )
-    sigma = math.exp(root)
-    return sigma * (1.0 + 1e-9)  # stay on the safe side of the root
-
-
-def gaussian(value: Any, sensitivity: float, epsilon: float, delta: float, *, rng: RngLike = None):
-    """(ε, δ)-DP Gaussian mechanism per element, analytic calibration (Balle & Wang 2018).
-
-    ``sensitivity`` is the L2 sensitivity. Floating-point safe like ``laplace``: the
-    input is snapped to a power-of-two lattice Λ ≤ Δ/2^12 and independent rounded
-    Gaussian noise (integer multiples of Λ) is added, which is post-processing of the
-    Gaussian mechanism on the snapped value; σ is calibrated for Δ + Λ to pay for the
-    snapping. Outputs are exact lattice points.
-    """
-    epsilon = check_epsilon(epsilon)
-    sensitivity = check_sensitivity(sensitivity)
-    delta = check_delta(delta)
-    x = finite_array(value)
-    step = lattice_step(sensitivity)
-    sigma = gaussian_sigma(sensitivity + step, epsilon, delta)
-    inv = 1.0 / step
-    if max(float(x.max()), -float(x.min())) * inv + 50.0 * sigma * inv >= _EXACT:
-        raise DataTypeError(
-            "The values are too large compared with the sensitivity to be perturbed exactly; "
-            "rescale them (e.g. change the unit) or use a larger sensitivity."
-        )
-    out = as_generator(rng).normal(0.0, sigma * inv, x.shape)
-    np.rint(out, out=out)
-    snapped = np.rint(x * inv)
-    out += snapped
-    out *= step
     return _shaped(out, value)
 
 

@@ -47,20 +47,6 @@ def check_epsilon(epsilon: Any, name: str = "ε") -> float:
     return value
 
 
-def check_delta(delta: Any) -> float:
-    """A δ strictly between 0 and 1; InvalidEpsilonError otherwise."""
-    try:
-        value = float(delta)
-    except (TypeError, ValueError):
-        value = math.nan
-    if not 0.0 < value < 1.0:
-        raise InvalidEpsilonError(
-            f"The privacy parameter δ must be strictly between 0 and 1 (got {delta!r}); "
-            "use a value much smaller than 1/n, e.g. 1e-6."
-        )
-    return value
-
-
 def check_bounds(lower: Any, upper: Any) -> tuple[float, float]:
     """Finite public bounds with lower < upper; InvalidBoundsError otherwise."""
     try:
