@@ -75,7 +75,7 @@ def register_job(app, services, *, kind: str, name: str, poll: str, token: str, 
     @app.callback(Output(progress, "children", **dup), Output(results, "children", **dup),
                   Output(message, "children", **dup), Output(poll, "disabled", **dup),
                   *[Output(b, "disabled", **dup) for b in buttons],
-                  Output(cancel, "disabled", **dup),
+                  Output(cancel, "hidden", **dup),
                   *[Output(cid, prop, **dup) for cid, prop in extra],
                   Input(poll, "n_intervals"), State(token, "data"), prevent_initial_call=True)
     def _poll(_n, job_token):
@@ -92,7 +92,7 @@ def register_job(app, services, *, kind: str, name: str, poll: str, token: str, 
         return (bar, shown, msg, stop, no_files, no_files, no_files, stop,
                 *(drawn[1:] if drawn else waiting))
 
-    @app.callback(Output(message, "children", **dup), Output(cancel, "disabled", **dup),
+    @app.callback(Output(message, "children", **dup), Output(cancel, "hidden", **dup),
                   Input(cancel, "n_clicks"), State(token, "data"), prevent_initial_call=True)
     def _cancel(clicks, job_token):
         if not clicks or not services.studio.cancel(services.identity.current(), job_token):

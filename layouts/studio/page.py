@@ -94,10 +94,10 @@ def download_buttons(buttons: tuple[str, str, str], csv_label: str) -> list[dbc.
                                   strict=True)]
 
 
-def cancel_button(cid: str, what: str) -> dbc.Button:
-    """Stops the running job ``what`` names; on only while one runs (its poll turns it on)."""
-    return dbc.Button(f"Cancel the {what}", id=cid, color="danger", outline=True, size="sm",
-                      disabled=True, className="mb-2")
+def cancel_button(cid: str, what: str) -> html.Button:
+    """Stops the running job ``what`` names; shown only while one runs (its poll shows it)."""
+    return html.Button(f"Cancel the {what}", id=cid, type="button", hidden=True,
+                       className="btn btn-outline-danger btn-sm mb-2")
 
 
 def poll(cid: str) -> dcc.Interval:

@@ -185,7 +185,7 @@ def test_a_run_made_through_one_instance_downloads_through_another(explore_app, 
 
 def test_a_running_copy_is_cancelled_by_its_button_and_charges_nothing(client, services,
                                                                        session):
-    """Cancel is on while the copy runs; pressing it stops the fit (at its next progress
+    """Cancel is shown while the copy runs; pressing it stops the fit (at its next progress
     report) and nothing is charged. Another user's press, and a press after the end, do
     nothing."""
     services.studio.synthetic_iters = 10**7          # a fit far longer than the test
@@ -193,7 +193,7 @@ def test_a_running_copy_is_cancelled_by_its_button_and_charges_nothing(client, s
     token = _make(client, 1.0, COLUMNS)[ids.ST_SYN_JOB]["data"]
     poll = _post(client, ids.ST_SYN_PROGRESS, {(ids.ST_SYN_JOB, "data"): token},
                  (ids.ST_SYN_POLL, "n_intervals")).json["response"]
-    assert poll[ids.ST_SYN_CANCEL]["disabled"] is False            # running: on
+    assert poll[ids.ST_SYN_CANCEL]["hidden"] is False              # running: shown
 
     def press() -> dict:
         return (_post(client, ids.ST_SYN_MESSAGE, {(ids.ST_SYN_JOB, "data"): token,
@@ -206,8 +206,8 @@ def test_a_running_copy_is_cancelled_by_its_button_and_charges_nothing(client, s
     session.identity = me
     pressed = press()
     assert "Cancelling" in json.dumps(pressed[ids.ST_SYN_MESSAGE])
-    assert pressed[ids.ST_SYN_CANCEL]["disabled"] is True
+    assert pressed[ids.ST_SYN_CANCEL]["hidden"] is True
     out = poll_until_done(client, ids.ST_SYN_PROGRESS, ids.ST_SYN_JOB, token)
     assert "Cancelled." in json.dumps(out[ids.ST_SYN_MESSAGE])
-    assert out[ids.ST_SYN_CANCEL]["disabled"] is True and ids.ST_SYN_RESULTS not in out
+    assert out[ids.ST_SYN_CANCEL]["hidden"] is True and ids.ST_SYN_RESULTS not in out
     assert services.ledger.count_releases() == before and press() == {}
