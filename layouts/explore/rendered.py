@@ -11,12 +11,12 @@ calling back into Dash) of the last ``size`` of them, per app.
 from __future__ import annotations
 
 import json
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any
 
 from plotly.io.json import to_json_plotly
+
+from dp_engine.memo import Memo
 
 SIZE = 256
 
@@ -26,26 +26,12 @@ def plain(component: Any) -> Any:
     return json.loads(to_json_plotly(component))
 
 
-class RenderCache:
+class RenderCache(Memo):
     """A bounded, thread-safe map from a key to the plain JSON of a drawn component."""
 
     def __init__(self, size: int = SIZE) -> None:
-        self.size = size
-        self._items: OrderedDict[Hashable, Any] = OrderedDict()
-        self._lock = threading.Lock()
+        super().__init__(size)
 
-    def get(self, key: Hashable, draw: Callable[[], Any]) -> Any:
+    def get(self, key: Hashable, draw: Callable[[], Any]) -> Any:  # type: ignore[override]
         """The stored drawing for ``key``, else ``plain(draw())``, stored."""
-        with self._lock:
-            if key in self._items:
-                self._items.move_to_end(key)
-                return self._items[key]
-        drawn = plain(draw())
-        with self._lock:
-            self._items[key] = drawn
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
-        return drawn
-
-    def __len__(self) -> int:
-        return len(self._items)
+        return super().get(key, lambda: plain(draw()))

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import math
-import threading
-from collections import OrderedDict
-from collections.abc import Callable, Hashable, Mapping
-from typing import Any, Generic, TypeVar
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -131,40 +129,3 @@ def scales_key(public: GroupScales) -> tuple:
     """A hashable key for everything a ``GroupScales`` says."""
     return (array_key(public.n_hat), array_key(public.shape), float(public.lower),
             float(public.upper), array_key(public.edges))
-
-
-Arrays = TypeVar("Arrays", bound=tuple)
-
-
-class Memo(Generic[Arrays]):
-    """A bounded, thread-safe memo of tuples of arrays, stored read-only; the least recently
-    used go first. For the error models, pure functions of public inputs asked again and
-    again by planning."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._items: OrderedDict[Hashable, Arrays] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: Hashable, compute: Callable[[], Arrays]) -> Arrays:
-        """The stored answer for ``key``, else ``compute()``, made read-only and stored."""
-        with self._lock:
-            hit = self._items.get(key)
-            if hit is not None:
-                self._items.move_to_end(key)
-                return hit
-        out = compute()
-        for a in out:
-            a.setflags(write=False)
-        with self._lock:
-            self._items[key] = out
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
-        return out
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-
-    def __len__(self) -> int:
-        return len(self._items)

@@ -24,13 +24,13 @@ from typing import Any
 
 import numpy as np
 
+from dp_engine.memo import Memo
 from dp_engine.sound import quantile_mechanisms as qm
 from dp_engine.sound.accuracy import relative_error
 from dp_engine.sound.pilot import GroupScales
 from dp_engine.sound.releases.common import (
     FINE_CANDIDATES,
     SIM_SEED,
-    Memo,
     array_key,
     scales_key,
 )
@@ -80,7 +80,7 @@ def effective_scale(t: np.ndarray) -> np.ndarray:
     return np.sqrt(a) / (1.0 - a)
 
 
-_proxy_memo: Memo[tuple[np.ndarray, np.ndarray]] = Memo(256)
+_proxy_memo: Memo[tuple[np.ndarray, np.ndarray]] = Memo(256, read_only=True)
 
 
 def _proxy(public: GroupScales, c: int, qs: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
@@ -112,7 +112,7 @@ def _invert(prefix: np.ndarray, total: np.ndarray, qs: Sequence[float]) -> np.nd
     return out
 
 
-_memo: Memo[Errors] = Memo(1024)
+_memo: Memo[Errors] = Memo(1024, read_only=True)
 
 
 def banked_quantile_error(public: GroupScales, eps: np.ndarray, qs: Sequence[float], k: int,

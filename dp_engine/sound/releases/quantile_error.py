@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from dp_engine.memo import Memo
 from dp_engine.sound import quantile_mechanisms as qm
 from dp_engine.sound.accuracy import relative_error
 from dp_engine.sound.aggregates import CandidateCounts, coarsen
@@ -26,7 +27,6 @@ from dp_engine.sound.releases.common import (
     FINE_CANDIDATES,
     SIM_RUNS,
     SIM_SEED,
-    Memo,
     array_key,
     scales_key,
 )
@@ -70,7 +70,7 @@ def uniform_quantile_error(width: float, n: Any, eps: Any, qs: Sequence[float], 
 Errors = tuple[np.ndarray, np.ndarray, np.ndarray]
 """E|error| per (group[, ε], level), mean and median relative error % per group[, ε]."""
 
-_memo: Memo[Errors] = Memo(512)
+_memo: Memo[Errors] = Memo(512, read_only=True)
 
 
 def expected_quantile_error(public: GroupScales, eps: np.ndarray, qs: Sequence[float],
