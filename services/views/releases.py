@@ -58,24 +58,10 @@ class ReleaseService:
 
     def answer(self, identity, req: ViewRequest, *, dataset=None,
                price: bool = False) -> ViewAnswer:
-        """The answer to ``req`` for ``identity`` (role already clamped into ``req``).
-
-        ``dataset``: the registry entry when the caller already holds it (saves a lookup);
-        ``price``: release the grouping's DP sizes too when nobody has (charged to the role),
-        else ``PricingNeeded`` says what they would cost.
-        """
-        return self.answer_served(identity, req, dataset=dataset, price=price)[0]
-
-    def answer_served(self, identity, req: ViewRequest, *, dataset=None,
-                      price: bool = False) -> tuple[ViewAnswer, int | None]:
-        """``answer``, and the id of the stored release it is."""
+        """The answer to ``req`` for ``identity`` (``answer_all`` of one request)."""
         ds = dataset if dataset is not None else self.registry.get(req.dataset_id)
-        plan = self.plan(identity, req, dataset=ds)
-        if not isinstance(plan, PaperPlan):
-            self.calibrate(ds)
-        served = self.ledger.release_all([self.ask(identity, plan, ds)], user=identity.user,
-                                         rng=self._rng, price=price)[0]
-        return self._with_status(served, identity.role is Role.OWNER), served.release_id
+        return self.answer_all(identity, [req], dataset=ds, channel="explore",
+                               price=price)[0][0]
 
     def ask(self, identity, plan: ViewPlan | PaperPlan, ds, channel: str = "explore") -> Ask:
         """The door's request for ``plan``: its data seam and its publisher."""

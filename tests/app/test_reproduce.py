@@ -134,7 +134,8 @@ def test_explore_reports_carry_the_script_and_paper_mode_has_none(app, fresh, tm
     req = parse_request({"dataset": "pirads", "view": "variance", "x": "Age",
                          "group": "BPH", "mechanism": "sound", "role": "collaborator"},
                         Role.OWNER, ds.schema)
-    _answer, rid = services.releases.answer_served(OWNER, req, dataset=ds, price=True)
+    (_answer, rid, _), = services.releases.answer_all(OWNER, [req], dataset=ds,
+                                                      channel="explore", price=True)
     sent = explore_callbacks.export(services, "report", rid)
     report = json.loads(sent["content"])
     assert report["release_id"] == rid
@@ -143,7 +144,8 @@ def test_explore_reports_carry_the_script_and_paper_mode_has_none(app, fresh, tm
 
     paper = parse_request({"dataset": "pirads", "view": "mean", "x": "Age", "group": None,
                            "mechanism": "paper", "role": "owner"}, Role.OWNER, ds.schema)
-    _answer, pid = services.releases.answer_served(OWNER, paper, dataset=ds)
+    (_answer, pid, _), = services.releases.answer_all(OWNER, [paper], dataset=ds,
+                                                      channel="explore")
     report = json.loads(explore_callbacks.export(services, "report", pid)["content"])
     assert "reproduce" not in report
     assert reproduce.for_release(services.ledger.served(pid), ledger=services.ledger,
@@ -168,7 +170,8 @@ def test_a_per_patient_release_reruns_with_its_bound_on_rows(tmp_path, fresh):
     assert ds.schema.contribution_bound == 2
     req = parse_request({"dataset": "clinic", "view": "median", "x": "Age", "group": "BPH",
                          "mechanism": "sound", "role": "owner"}, Role.OWNER, ds.schema)
-    _answer, rid = services.releases.answer_served(OWNER, req, dataset=ds, price=True)
+    (_answer, rid, _), = services.releases.answer_all(OWNER, [req], dataset=ds,
+                                                      channel="explore", price=True)
     rel = services.ledger.served(rid)
     script = reproduce.for_release(rel, ledger=services.ledger, registry=services.registry)
     assert script is not None
@@ -189,7 +192,8 @@ def test_no_script_when_the_schema_changed_since_the_release(app):
     ds = services.registry.get("pirads")
     req = parse_request({"dataset": "pirads", "view": "mean", "x": "Age", "group": None,
                          "mechanism": "sound", "role": "owner"}, Role.OWNER, ds.schema)
-    _answer, rid = services.releases.answer_served(OWNER, req, dataset=ds, price=True)
+    (_answer, rid, _), = services.releases.answer_all(OWNER, [req], dataset=ds,
+                                                      channel="explore", price=True)
     rel = services.ledger.served(rid)
     tier = services.ledger.tier(rel.dataset_version, rel.query_key.rsplit("|as=", 1)[0],
                                 rel.tier)
