@@ -33,20 +33,28 @@ VALUES = {"dataset": "pirads", "role": "collaborator", "view": "mean", "x": "Age
 
 
 @pytest.fixture(params=BACKENDS)
-def counted(request, tmp_path):
-    """(app, services, counter) with a collaborator session; counter() = transactions begun
-    on the ledger since the last call."""
-    from app import create_app, services_of
-
+def ledger_url(request, tmp_path):
+    """An empty ledger's URL: a SQLite file, or PostgreSQL with the app's own tables in this
+    run's schema (through the search path, so a runner child finds them too)."""
     gen = backend_for(request.param, tmp_path)
     url, schema = next(gen)
-    if schema:     # the app's own tables in this run's schema, through the search path
+    if schema:
         engine = sa.create_engine(url)
         with engine.begin() as conn:
             conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
         engine.dispose()
         url += ("&" if "?" in url else "?") + f"options=-csearch_path%3D{schema}"
-    app = create_app({"data_dir": tmp_path / "data", "database_url": url}, seed=5)
+    yield url
+    gen.close()
+
+
+@pytest.fixture
+def counted(ledger_url, tmp_path):
+    """(app, services, counter) with a collaborator session; counter() = transactions begun
+    on the ledger since the last call."""
+    from app import create_app, services_of
+
+    app = create_app({"data_dir": tmp_path / "data", "database_url": ledger_url}, seed=5)
     services = services_of(app)
     services.identity = SessionAs(Role.COLLABORATOR, "carl")
     begun = [0]
@@ -58,7 +66,6 @@ def counted(request, tmp_path):
         return n
 
     yield app, services, counter
-    gen.close()
 
 
 def test_a_screen_takes_one_read_and_spends_through_the_door(counted):
@@ -140,14 +147,15 @@ class _Counted:
                 out.write(f"{begun[0]}\n")
 
 
-def test_with_runner_children_a_fresh_release_takes_three_transactions(tmp_path,
+def test_with_runner_children_a_fresh_release_takes_three_transactions(ledger_url, tmp_path,
                                                                        monkeypatch):
     """The deployment's path (COHORT_RUNNER_PROCESSES ≥ 1): the web worker's and the
     child's transactions together, per screen. The worker's one read decides a fresh
     release; the child runs the door alone."""
     from app import create_app, services_of
 
-    app = create_app({"data_dir": tmp_path / "data", "runner_processes": 1}, seed=5)
+    app = create_app({"data_dir": tmp_path / "data", "runner_processes": 1,
+                      "database_url": ledger_url}, seed=5)
     services = services_of(app)
     services.identity = SessionAs(Role.COLLABORATOR, "carl")
     here = [0]
