@@ -25,48 +25,38 @@ def _stop_here(services: Any) -> None:
     time.sleep(FOREVER)                     # until the test kills this process
 
 
-def mid_release(services: Any) -> None:
-    """Stop inside the door's draw: after its first transaction, before it writes."""
-    real = releases.aggregates
+def _stop_at(services: Any, owner: Any, name: str, *, after: bool = False) -> None:
+    """Replace ``owner.name`` by a copy that stops the child before (or ``after``) it runs."""
+    real = getattr(owner, name)
 
     def stopped(*args, **kwargs):
-        _stop_here(services)
-        return real(*args, **kwargs)
+        if not after:
+            _stop_here(services)
+        out = real(*args, **kwargs)
+        if after:
+            _stop_here(services)
+        return out
 
-    releases.aggregates = stopped
+    setattr(owner, name, stopped)
+
+
+def mid_release(services: Any) -> None:
+    """Stop inside the door's draw: after its first transaction, before it writes."""
+    _stop_at(services, releases, "aggregates")
 
 
 def mid_synthetic_fit(services: Any) -> None:
     """Stop a synthetic copy at its model fit (the measurements are drawn, nothing stored)."""
-    real = pgm.synthesize_codes
-
-    def stopped(*args, **kwargs):
-        _stop_here(services)
-        return real(*args, **kwargs)
-
-    pgm.synthesize_codes = stopped
+    _stop_at(services, pgm, "synthesize_codes")
 
 
 def mid_anonymize(services: Any) -> None:
     """Stop the anonymizer before it returns its table."""
-    real = anonymizer.anonymize
-
-    def stopped(*args, **kwargs):
-        _stop_here(services)
-        return real(*args, **kwargs)
-
-    anonymizer.anonymize = stopped
+    _stop_at(services, anonymizer, "anonymize")
 
 
 def after_release(services: Any) -> None:
     """Stop a release after the door stored it, before the answer goes back."""
     from services.session import Session
 
-    real = Session.serve
-
-    def stopped(self, *args, **kwargs):
-        answers = real(self, *args, **kwargs)
-        _stop_here(services)
-        return answers
-
-    Session.serve = stopped
+    _stop_at(services, Session, "serve", after=True)

@@ -56,6 +56,20 @@ def _scan(driver, axe: str, where: str) -> list[str]:
             for v in violations if v["impact"] in BLOCKING]
 
 
+def _serve_users(dash_duo, tmp_path, key: str) -> tuple:
+    """The app in users mode (one user per role), served; (driver, base URL)."""
+    from app import create_app
+
+    users = tmp_path / "users.json"
+    for name, role in USERS.items():
+        add_user(users, name, role, PASSWORD)
+    app = create_app({"data_dir": tmp_path / "var", "users_file": users,
+                      "secret_key": "a11y-secret-" + key * 32}, seed=7)
+    dash_duo.start_server(app, navigate=False, port=_free_port())
+    dash_duo.driver.set_script_timeout(120)
+    return dash_duo.driver, dash_duo.server.url.rstrip("/")
+
+
 def _sign_in(dash_duo, base: str, user: str) -> None:
     dash_duo.driver.get(base + "/login")
     dash_duo.wait_for_element("#username", timeout=30).send_keys(user)
@@ -76,17 +90,8 @@ def _open(dash_duo, base: str, path: str, owner: bool) -> None:
 
 
 def test_every_page_and_role_has_no_serious_or_critical_axe_violation(dash_duo, tmp_path):
-    from app import create_app
-
     axe = _axe_source()
-    users = tmp_path / "users.json"
-    for name, role in USERS.items():
-        add_user(users, name, role, PASSWORD)
-    app = create_app({"data_dir": tmp_path / "var", "users_file": users,
-                      "secret_key": "a11y-secret-" + "x" * 32}, seed=7)
-    dash_duo.start_server(app, navigate=False, port=_free_port())
-    driver, base = dash_duo.driver, dash_duo.server.url.rstrip("/")
-    driver.set_script_timeout(120)
+    driver, base = _serve_users(dash_duo, tmp_path, "x")
 
     driver.get(base + "/")  # signed out: redirected to the sign-in page
     dash_duo.wait_for_element("#username", timeout=30)
@@ -172,18 +177,9 @@ def test_no_serious_axe_violation_after_a_release_a_publish_and_an_upload(dash_d
     """Issue 23: each role scans Explore after its own release (focus then on the result,
     not <body>); the owner scans the Publish page after publishing, the published page, and
     the Data page after an upload; radio groups are one tab stop."""
-    from app import create_app
-
     axe = _axe_source()
-    users = tmp_path / "users.json"
-    for name, role in USERS.items():
-        add_user(users, name, role, PASSWORD)
-    app = create_app({"data_dir": tmp_path / "var", "users_file": users,
-                      "secret_key": "a11y-secret-" + "z" * 32}, seed=7)
-    dash_duo.start_server(app, navigate=False, port=_free_port())
-    driver, base = dash_duo.driver, dash_duo.server.url.rstrip("/")
+    driver, base = _serve_users(dash_duo, tmp_path, "z")
     driver.set_window_size(1400, 1000)
-    driver.set_script_timeout(120)
     found: list[str] = []
     focus: dict[str, str] = {}
     published = ""
